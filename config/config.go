@@ -1,0 +1,142 @@
+// Package config holds cri-dockerd's settings: defaults, command-line flags (compatible with
+// upstream cri-dockerd where a flag exists there), an optional config file with the same keys
+// as the flags, and validation.
+package config
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/sirupsen/logrus"
+)
+
+// Defaults shared with upstream cri-dockerd, so that systemd units and deployment tools that
+// rely on them keep working after a swap of the binary.
+const (
+	DefaultCRIEndpoint            = "unix:///var/run/cri-dockerd.sock"
+	DefaultDockerEndpoint         = "unix:///var/run/docker.sock"
+	DefaultRootDirectory          = "/var/lib/cri-dockerd"
+	DefaultPodInfraImage          = "registry.k8s.io/pause:3.10"
+	DefaultRuntimeRequestTimeout  = 2 * time.Minute
+	DefaultImagePullProgressLimit = time.Minute
+	// DefaultRuntimeHandlerName is the handler name that means "Docker's default runtime", besides "".
+	DefaultRuntimeHandlerName = "docker"
+)
+
+// Config is everything cri-dockerd needs to serve.
+type Config struct {
+	ContainerRuntimeEndpoint  string
+	DockerEndpoint            string
+	RootDirectory             string
+	PodInfraContainerImage    string
+	RuntimeRequestTimeout     time.Duration
+	ImagePullProgressDeadline time.Duration
+	NetworkPlugin             string
+	CNIBinDirs                []string
+	CNIConfDir                string
+	CNICacheDir               string
+	LogLevel                  string
+	// RuntimeHandlerAliases maps a RuntimeClass handler name to a Docker runtime name.
+	RuntimeHandlerAliases map[string]string
+	// DefaultRuntimeHandler is the handler name that selects Docker's default runtime.
+	DefaultRuntimeHandler string
+}
+
+// Default returns the configuration used when nothing is set.
+func Default() *Config {
+	return &Config{
+		ContainerRuntimeEndpoint:  DefaultCRIEndpoint,
+		DockerEndpoint:            DefaultDockerEndpoint,
+		RootDirectory:             DefaultRootDirectory,
+		PodInfraContainerImage:    DefaultPodInfraImage,
+		RuntimeRequestTimeout:     DefaultRuntimeRequestTimeout,
+		ImagePullProgressDeadline: DefaultImagePullProgressLimit,
+		NetworkPlugin:             "",
+		CNIBinDirs:                []string{"/opt/cni/bin"},
+		CNIConfDir:                "/etc/cni/net.d",
+		CNICacheDir:               "/var/lib/cni/cache",
+		LogLevel:                  "info",
+		RuntimeHandlerAliases:     map[string]string{},
+		DefaultRuntimeHandler:     DefaultRuntimeHandlerName,
+	}
+}
+
+// rfc1123Label is what Kubernetes allows as a RuntimeClass handler name.
+var rfc1123Label = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
+// dockerRuntimeName is what Docker accepts as a runtime name in daemon.json (shim names have dots).
+var dockerRuntimeName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`)
+
+// IsValidHandlerName reports whether name can be a RuntimeClass handler.
+func IsValidHandlerName(name string) bool {
+	return len(name) <= 63 && rfc1123Label.MatchString(name)
+}
+
+// ParseRuntimeHandler parses one --runtime-handler value, NAME=DOCKER_RUNTIME.
+func ParseRuntimeHandler(value string) (name, dockerRuntime string, err error) {
+	name, dockerRuntime, ok := strings.Cut(value, "=")
+	name, dockerRuntime = strings.TrimSpace(name), strings.TrimSpace(dockerRuntime)
+	if !ok || name == "" || dockerRuntime == "" {
+		return "", "", fmt.Errorf("runtime handler %q: want NAME=DOCKER_RUNTIME, e.g. spin=io.containerd.spin.v2", value)
+	}
+	if !IsValidHandlerName(name) {
+		return "", "", fmt.Errorf("runtime handler %q: name %q is not a RuntimeClass handler name (an RFC 1123 label: lower case letters, digits and '-', at most 63 characters)", value, name)
+	}
+	if !dockerRuntimeName.MatchString(dockerRuntime) {
+		return "", "", fmt.Errorf("runtime handler %q: %q is not a Docker runtime name", value, dockerRuntime)
+	}
+	return name, dockerRuntime, nil
+}
+
+// Validate checks the configuration and says what to fix.
+func (c *Config) Validate() error {
+	var problems []string
+	if !strings.HasPrefix(c.ContainerRuntimeEndpoint, "unix://") {
+		problems = append(problems, fmt.Sprintf("--container-runtime-endpoint %q: only unix:// endpoints are supported", c.ContainerRuntimeEndpoint))
+	} else if strings.TrimPrefix(c.ContainerRuntimeEndpoint, "unix://") == "" {
+		problems = append(problems, "--container-runtime-endpoint: empty socket path")
+	}
+	if c.RootDirectory == "" {
+		problems = append(problems, "--cri-dockerd-root-directory must not be empty")
+	}
+	if c.PodInfraContainerImage == "" {
+		problems = append(problems, "--pod-infra-container-image must not be empty")
+	}
+	if c.RuntimeRequestTimeout <= 0 {
+		problems = append(problems, "--runtime-request-timeout must be positive")
+	}
+	if c.ImagePullProgressDeadline < 0 {
+		problems = append(problems, "--image-pull-progress-deadline must not be negative")
+	}
+	switch c.NetworkPlugin {
+	case "", "none":
+	default:
+		problems = append(problems, fmt.Sprintf("--network-plugin %q: this build supports \"\" or \"none\" (Docker's default bridge)", c.NetworkPlugin))
+	}
+	if _, err := logrus.ParseLevel(c.LogLevel); err != nil {
+		problems = append(problems, fmt.Sprintf("--log-level %q: %v", c.LogLevel, err))
+	}
+	if c.DefaultRuntimeHandler != "" && !IsValidHandlerName(c.DefaultRuntimeHandler) {
+		problems = append(problems, fmt.Sprintf("default runtime handler %q is not an RFC 1123 label", c.DefaultRuntimeHandler))
+	}
+	names := make([]string, 0, len(c.RuntimeHandlerAliases))
+	for name := range c.RuntimeHandlerAliases {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if _, _, err := ParseRuntimeHandler(name + "=" + c.RuntimeHandlerAliases[name]); err != nil {
+			problems = append(problems, err.Error())
+		}
+		if name == c.DefaultRuntimeHandler {
+			problems = append(problems, fmt.Sprintf("runtime handler %q: the name is reserved for Docker's default runtime", name))
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("invalid configuration:\n  %s", strings.Join(problems, "\n  "))
+	}
+	return nil
+}

@@ -1,0 +1,128 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/spf13/pflag"
+	"go.yaml.in/yaml/v3"
+)
+
+// handlerFlag is the repeatable --runtime-handler NAME=DOCKER_RUNTIME flag.
+type handlerFlag struct{ aliases map[string]string }
+
+func (h *handlerFlag) String() string {
+	pairs := make([]string, 0, len(h.aliases))
+	for name, rt := range h.aliases {
+		pairs = append(pairs, name+"="+rt)
+	}
+	sort.Strings(pairs)
+	return strings.Join(pairs, ",")
+}
+
+func (h *handlerFlag) Set(value string) error {
+	for _, one := range strings.Split(value, ",") {
+		name, rt, err := ParseRuntimeHandler(one)
+		if err != nil {
+			return err
+		}
+		h.aliases[name] = rt
+	}
+	return nil
+}
+
+func (h *handlerFlag) Type() string { return "NAME=DOCKER_RUNTIME" }
+
+// BindFlags registers every setting on fs, writing into c.
+func (c *Config) BindFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&c.ContainerRuntimeEndpoint, "container-runtime-endpoint", c.ContainerRuntimeEndpoint, "the CRI endpoint to serve on (unix://PATH)")
+	fs.StringVar(&c.DockerEndpoint, "docker-endpoint", c.DockerEndpoint, "the Docker daemon to use")
+	fs.StringVar(&c.RootDirectory, "cri-dockerd-root-directory", c.RootDirectory, "where cri-dockerd keeps its state (checkpoints)")
+	fs.StringVar(&c.PodInfraContainerImage, "pod-infra-container-image", c.PodInfraContainerImage, "the image of each pod's sandbox (pause) container")
+	fs.DurationVar(&c.RuntimeRequestTimeout, "runtime-request-timeout", c.RuntimeRequestTimeout, "timeout of each Docker call, except image pulls")
+	fs.DurationVar(&c.ImagePullProgressDeadline, "image-pull-progress-deadline", c.ImagePullProgressDeadline, "cancel an image pull that reports no progress for this long")
+	fs.StringVar(&c.NetworkPlugin, "network-plugin", c.NetworkPlugin, `pod networking: "" or "none" (Docker's default bridge)`)
+	fs.StringSliceVar(&c.CNIBinDirs, "cni-bin-dir", c.CNIBinDirs, "directories with CNI plugin binaries (used with --network-plugin=cni)")
+	fs.StringVar(&c.CNIConfDir, "cni-conf-dir", c.CNIConfDir, "directory with CNI network configs (used with --network-plugin=cni)")
+	fs.StringVar(&c.CNICacheDir, "cni-cache-dir", c.CNICacheDir, "CNI cache directory (used with --network-plugin=cni)")
+	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: trace, debug, info, warn, error")
+	fs.Var(&handlerFlag{aliases: c.RuntimeHandlerAliases}, "runtime-handler",
+		"map a RuntimeClass handler to a Docker runtime, NAME=DOCKER_RUNTIME (repeatable), e.g. spin=io.containerd.spin.v2")
+	fs.StringVar(&c.DefaultRuntimeHandler, "default-runtime-handler-name", c.DefaultRuntimeHandler, `the handler name that, like "", selects Docker's default runtime`)
+}
+
+// LoadFile applies a YAML config file whose keys are the flag names, e.g.
+//
+//	docker-endpoint: unix:///var/run/docker.sock
+//	runtime-handler: [spin=io.containerd.spin.v2, kata=kata-runtime]
+//
+// Flags given on the command line win over the file.
+func LoadFile(path string, fs *pflag.FlagSet) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config file: %w", err)
+	}
+	var settings map[string]any
+	if err := yaml.Unmarshal(data, &settings); err != nil {
+		return fmt.Errorf("config file %s: %w", path, err)
+	}
+	keys := make([]string, 0, len(settings))
+	for k := range settings {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, key := range keys {
+		flag := fs.Lookup(key)
+		if flag == nil || key == "config" {
+			return fmt.Errorf("config file %s: unknown setting %q", path, key)
+		}
+		if flag.Changed {
+			continue
+		}
+		values, err := settingValues(settings[key])
+		if err != nil {
+			return fmt.Errorf("config file %s: %s: %w", path, key, err)
+		}
+		if sv, ok := flag.Value.(pflag.SliceValue); ok {
+			if err := sv.Replace(values); err != nil {
+				return fmt.Errorf("config file %s: %s: %w", path, key, err)
+			}
+			continue
+		}
+		for _, v := range values {
+			if err := flag.Value.Set(v); err != nil {
+				return fmt.Errorf("config file %s: %s: %w", path, key, err)
+			}
+		}
+	}
+	return nil
+}
+
+func settingValues(v any) ([]string, error) {
+	switch v := v.(type) {
+	case nil:
+		return []string{""}, nil
+	case []any:
+		out := make([]string, 0, len(v))
+		for _, item := range v {
+			switch item.(type) {
+			case []any, map[string]any:
+				return nil, fmt.Errorf("nested values are not supported")
+			}
+			out = append(out, fmt.Sprint(item))
+		}
+		return out, nil
+	case map[string]any:
+		// runtime-handler may be written as a map: {spin: io.containerd.spin.v2}
+		out := make([]string, 0, len(v))
+		for k, item := range v {
+			out = append(out, fmt.Sprintf("%s=%v", k, item))
+		}
+		sort.Strings(out)
+		return out, nil
+	default:
+		return []string{fmt.Sprint(v)}, nil
+	}
+}

@@ -1,0 +1,194 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/strslice"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// CreateContainer creates a container in a pod sandbox, on the sandbox's runtime: every
+// container of a pod runs on the runtime its RuntimeClass handler chose for the sandbox, taken
+// from the in-memory sandbox index (rebuilt from sandbox labels at start), not from an Inspect.
+func (s *Service) CreateContainer(ctx context.Context, req *runtimeapi.CreateContainerRequest) (*runtimeapi.CreateContainerResponse, error) {
+	cfg, sandboxCfg := req.GetConfig(), req.GetSandboxConfig()
+	if req.GetPodSandboxId() == "" {
+		return nil, invalidf("pod_sandbox_id is required")
+	}
+	if err := validateContainerConfig(cfg); err != nil {
+		return nil, err
+	}
+	if sandboxCfg.GetMetadata() == nil {
+		return nil, invalidf("sandbox_config with metadata is required: the container's name is made from it")
+	}
+	if err := validateSandboxConfig(sandboxCfg); err != nil {
+		return nil, err
+	}
+	sandboxID, rt, found, err := s.sandboxes.lookup(ctx, s.docker, req.GetPodSandboxId())
+	if err != nil {
+		return nil, dockerError(err, "look up pod sandbox %q", req.GetPodSandboxId())
+	}
+	if !found {
+		return nil, notFoundf("pod sandbox %q not found", req.GetPodSandboxId())
+	}
+
+	containerCfg, hostCfg, err := s.containerDockerConfig(sandboxID, rt, cfg, sandboxCfg)
+	if err != nil {
+		return nil, err
+	}
+	name := makeContainerName(sandboxCfg.Metadata, cfg.Metadata)
+	id, err := s.createContainer(ctx, name, containerCfg, hostCfg)
+	if err != nil {
+		return nil, s.runtimeFailure(ctx, err, fmt.Sprintf("create container %q", name), rt)
+	}
+	return &runtimeapi.CreateContainerResponse{ContainerId: id}, nil
+}
+
+func validateContainerConfig(cfg *runtimeapi.ContainerConfig) error {
+	if cfg == nil {
+		return invalidf("container config is required")
+	}
+	if cfg.GetMetadata() == nil {
+		return invalidf("container config: metadata is required")
+	}
+	if err := checkNameComponent("container metadata.name", cfg.Metadata.Name, true); err != nil {
+		return err
+	}
+	if cfg.GetImage().GetImage() == "" {
+		return invalidf("container config: image is required")
+	}
+	for _, m := range cfg.Mounts {
+		if m.ContainerPath == "" || !filepath.IsAbs(m.ContainerPath) {
+			return invalidf("mount %q -> %q: container_path must be an absolute path", m.HostPath, m.ContainerPath)
+		}
+		if m.HostPath == "" {
+			return invalidf("mount -> %q: host_path is required", m.ContainerPath)
+		}
+	}
+	for _, kv := range cfg.Envs {
+		if kv.Key == "" {
+			return invalidf("container config: an environment variable has no name")
+		}
+	}
+	return nil
+}
+
+// containerDockerConfig is the Docker configuration of a container in sandbox sandboxID.
+func (s *Service) containerDockerConfig(sandboxID string, rt podRuntime, cfg *runtimeapi.ContainerConfig, sandboxCfg *runtimeapi.PodSandboxConfig) (*container.Config, *container.HostConfig, error) {
+	labels := makeLabels(cfg.Labels, cfg.Annotations)
+	labels[containerTypeLabel] = containerTypeContainer
+	labels[sandboxIDLabel] = sandboxID
+	if dir, path := sandboxCfg.LogDirectory, cfg.LogPath; dir != "" && path != "" {
+		labels[containerLogPathLabel] = filepath.Join(dir, path)
+	}
+	if user := cfg.Image.UserSpecifiedImage; user != "" && user != cfg.Image.Image {
+		labels[userImageLabel] = user
+	}
+	env := make([]string, 0, len(cfg.Envs))
+	for _, kv := range cfg.Envs {
+		env = append(env, kv.Key+"="+string(kv.Value))
+	}
+	containerCfg := &container.Config{
+		Image:      cfg.Image.Image,
+		Entrypoint: strslice.StrSlice(cfg.Command),
+		Cmd:        strslice.StrSlice(cfg.Args),
+		Env:        env,
+		WorkingDir: cfg.WorkingDir,
+		Labels:     labels,
+		Tty:        cfg.Tty,
+		OpenStdin:  cfg.Stdin,
+		StdinOnce:  cfg.StdinOnce,
+	}
+	sandboxNS := sandboxCfg.GetLinux().GetSecurityContext().GetNamespaceOptions()
+	joinSandbox := container.NetworkMode("container:" + sandboxID)
+	hostCfg := &container.HostConfig{
+		Runtime:     rt.DockerRuntime,
+		NetworkMode: joinSandbox,
+		IpcMode:     container.IpcMode("container:" + sandboxID),
+		Binds:       binds(cfg.Mounts),
+	}
+	if sandboxNS.GetNetwork() == runtimeapi.NamespaceMode_NODE {
+		hostCfg.NetworkMode = "host"
+	}
+	if sandboxNS.GetIpc() == runtimeapi.NamespaceMode_NODE {
+		hostCfg.IpcMode = "host"
+	}
+	switch cfg.GetLinux().GetSecurityContext().GetNamespaceOptions().GetPid() {
+	case runtimeapi.NamespaceMode_POD:
+		hostCfg.PidMode = container.PidMode("container:" + sandboxID)
+	case runtimeapi.NamespaceMode_NODE:
+		hostCfg.PidMode = "host"
+	}
+	hostCfg.CgroupParent = sandboxCfg.GetLinux().GetCgroupParent()
+	if r := cfg.GetLinux().GetResources(); r != nil {
+		hostCfg.CPUPeriod = r.CpuPeriod
+		hostCfg.CPUQuota = r.CpuQuota
+		hostCfg.CPUShares = r.CpuShares
+		hostCfg.Memory = r.MemoryLimitInBytes
+		hostCfg.CpusetCpus = r.CpusetCpus
+		hostCfg.CpusetMems = r.CpusetMems
+		hostCfg.OomScoreAdj = s.oomScoreAdj(r.OomScoreAdj)
+	}
+	applySecurityContext(containerCfg, hostCfg, cfg.GetLinux().GetSecurityContext())
+	return containerCfg, hostCfg, nil
+}
+
+// applySecurityContext maps the parts of a container's security context that every Docker
+// version honours the same way.
+func applySecurityContext(cc *container.Config, hc *container.HostConfig, sc *runtimeapi.LinuxContainerSecurityContext) {
+	if sc == nil {
+		return
+	}
+	switch {
+	case sc.RunAsUser != nil:
+		cc.User = strconv.FormatInt(sc.RunAsUser.Value, 10)
+	case sc.RunAsUsername != "":
+		cc.User = sc.RunAsUsername
+	}
+	if sc.RunAsGroup != nil && cc.User != "" {
+		cc.User += ":" + strconv.FormatInt(sc.RunAsGroup.Value, 10)
+	}
+	for _, g := range sc.SupplementalGroups {
+		hc.GroupAdd = append(hc.GroupAdd, strconv.FormatInt(g, 10))
+	}
+	hc.Privileged = sc.Privileged
+	hc.ReadonlyRootfs = sc.ReadonlyRootfs
+	if caps := sc.Capabilities; caps != nil {
+		hc.CapAdd = strslice.StrSlice(caps.AddCapabilities)
+		hc.CapDrop = strslice.StrSlice(caps.DropCapabilities)
+	}
+	if sc.NoNewPrivs {
+		hc.SecurityOpt = append(hc.SecurityOpt, "no-new-privileges")
+	}
+}
+
+// binds turns CRI mounts into Docker bind specs: host:container[:options].
+func binds(mounts []*runtimeapi.Mount) []string {
+	out := make([]string, 0, len(mounts))
+	for _, m := range mounts {
+		var opts []string
+		if m.Readonly {
+			opts = append(opts, "ro")
+		}
+		switch m.Propagation {
+		case runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER:
+			opts = append(opts, "rslave")
+		case runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL:
+			opts = append(opts, "rshared")
+		}
+		if m.SelinuxRelabel {
+			opts = append(opts, "Z")
+		}
+		bind := m.HostPath + ":" + m.ContainerPath
+		if len(opts) > 0 {
+			bind += ":" + strings.Join(opts, ",")
+		}
+		out = append(out, bind)
+	}
+	return out
+}

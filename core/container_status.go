@@ -1,0 +1,167 @@
+package core
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-dockerd/cri-dockerd/libdocker"
+)
+
+// ContainerStatus reports a container from one Docker inspect.
+func (s *Service) ContainerStatus(ctx context.Context, req *runtimeapi.ContainerStatusRequest) (*runtimeapi.ContainerStatusResponse, error) {
+	id := req.GetContainerId()
+	if id == "" {
+		return nil, invalidf("container_id is required")
+	}
+	c, err := s.docker.InspectContainer(ctx, id)
+	if err != nil {
+		if libdocker.IsNotFound(err) {
+			return nil, notFoundf("container %q not found", id)
+		}
+		return nil, dockerError(err, "inspect container %q", id)
+	}
+	if c.Config == nil || c.Config.Labels[containerTypeLabel] != containerTypeContainer {
+		return nil, notFoundf("container %q not found: it is not a CRI container", id)
+	}
+	name, err := parseName(c.Name)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "container %q: %v", id, err)
+	}
+	labels, annotations := splitLabels(c.Config.Labels)
+	st := &runtimeapi.ContainerStatus{
+		Id:          c.ID,
+		Metadata:    name.containerMetadata(),
+		State:       runtimeapi.ContainerState_CONTAINER_UNKNOWN,
+		CreatedAt:   parseDockerTime(c.Created),
+		Image:       &runtimeapi.ImageSpec{Image: specifiedImage(c.Config.Image, c.Config.Labels)},
+		ImageRef:    c.Image,
+		ImageId:     c.Image,
+		Labels:      labels,
+		Annotations: annotations,
+		Mounts:      criMounts(c.Mounts),
+		LogPath:     c.Config.Labels[containerLogPathLabel],
+	}
+	if state := c.State; state != nil {
+		st.StartedAt = parseDockerTime(state.StartedAt)
+		st.FinishedAt = parseDockerTime(state.FinishedAt)
+		st.ExitCode = int32(state.ExitCode)
+		st.State = containerState(state.Status)
+		switch {
+		case st.State == runtimeapi.ContainerState_CONTAINER_EXITED && state.OOMKilled:
+			st.Reason = "OOMKilled"
+		case st.State == runtimeapi.ContainerState_CONTAINER_EXITED && state.ExitCode == 0:
+			st.Reason = "Completed"
+		case st.State == runtimeapi.ContainerState_CONTAINER_EXITED:
+			st.Reason = "Error"
+		case st.State == runtimeapi.ContainerState_CONTAINER_CREATED && state.Error != "":
+			// A start that failed leaves the container created, with Docker's error.
+			st.Reason = "ContainerCannotRun"
+		}
+		st.Message = state.Error
+	}
+	resp := &runtimeapi.ContainerStatusResponse{Status: st}
+	if req.Verbose {
+		raw, _ := json.Marshal(c)
+		resp.Info = map[string]string{"info": string(raw)}
+	}
+	return resp, nil
+}
+
+// specifiedImage is the image as the user wrote it, when the kubelet passed a resolved ID.
+func specifiedImage(configImage string, labels map[string]string) string {
+	if user := labels[userImageLabel]; user != "" {
+		return user
+	}
+	return configImage
+}
+
+// containerState maps Docker's state names to CRI states.
+func containerState(dockerState string) runtimeapi.ContainerState {
+	switch dockerState {
+	case "created":
+		return runtimeapi.ContainerState_CONTAINER_CREATED
+	case "running", "paused", "restarting":
+		return runtimeapi.ContainerState_CONTAINER_RUNNING
+	case "exited", "dead":
+		return runtimeapi.ContainerState_CONTAINER_EXITED
+	}
+	return runtimeapi.ContainerState_CONTAINER_UNKNOWN
+}
+
+func criMounts(mounts []container.MountPoint) []*runtimeapi.Mount {
+	var out []*runtimeapi.Mount
+	for _, m := range mounts {
+		if m.Type != mount.TypeBind {
+			continue
+		}
+		cm := &runtimeapi.Mount{ContainerPath: m.Destination, HostPath: m.Source, Readonly: !m.RW}
+		switch m.Propagation {
+		case mount.PropagationRSlave, mount.PropagationSlave:
+			cm.Propagation = runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER
+		case mount.PropagationRShared, mount.PropagationShared:
+			cm.Propagation = runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL
+		}
+		out = append(out, cm)
+	}
+	return out
+}
+
+// ListContainers lists containers from one Docker list call, filtered by id (prefix), pod
+// sandbox, state and labels.
+func (s *Service) ListContainers(ctx context.Context, req *runtimeapi.ListContainersRequest) (*runtimeapi.ListContainersResponse, error) {
+	f := req.GetFilter()
+	args := libdocker.LabelFilter(containerTypeLabel + "=" + containerTypeContainer)
+	if f.GetPodSandboxId() != "" {
+		args.Add("label", sandboxIDLabel+"="+f.GetPodSandboxId())
+	}
+	for k, v := range f.GetLabelSelector() {
+		args.Add("label", k+"="+v)
+	}
+	if f.GetId() != "" {
+		args.Add("id", f.GetId())
+	}
+	list, err := s.docker.ListContainers(ctx, container.ListOptions{All: true, Filters: args})
+	if err != nil {
+		return nil, dockerError(err, "list containers")
+	}
+	out := make([]*runtimeapi.Container, 0, len(list))
+	for _, c := range list {
+		if len(c.Names) == 0 || !strings.HasPrefix(c.ID, f.GetId()) {
+			continue
+		}
+		name, err := parseName(c.Names[0])
+		if err != nil {
+			s.log.Debugf("skipping container %s: %v", c.ID, err)
+			continue
+		}
+		labels, annotations := splitLabels(c.Labels)
+		ctr := &runtimeapi.Container{
+			Id:           c.ID,
+			PodSandboxId: c.Labels[sandboxIDLabel],
+			Metadata:     name.containerMetadata(),
+			Image:        &runtimeapi.ImageSpec{Image: specifiedImage(c.Image, c.Labels)},
+			ImageRef:     c.ImageID,
+			ImageId:      c.ImageID,
+			State:        containerState(c.State),
+			CreatedAt:    c.Created * int64(time.Second),
+			Labels:       labels,
+			Annotations:  annotations,
+		}
+		if f.GetState() != nil && f.GetState().State != ctr.State {
+			continue
+		}
+		if !matchesSelector(labels, f.GetLabelSelector()) {
+			continue
+		}
+		out = append(out, ctr)
+	}
+	return &runtimeapi.ListContainersResponse{Containers: out}, nil
+}

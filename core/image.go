@@ -1,0 +1,172 @@
+package core
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"strings"
+
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/registry"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-dockerd/cri-dockerd/libdocker"
+)
+
+// Image IDs are Docker's content IDs ("sha256:..."): PullImage's image_ref, Image.id,
+// ContainerStatus.image_id and Container.image_id are all that same string, as the CRI asks.
+
+// ListImages lists Docker's images (tagged or pulled by digest), optionally one image only.
+func (s *Service) ListImages(ctx context.Context, req *runtimeapi.ListImagesRequest) (*runtimeapi.ListImagesResponse, error) {
+	if ref := req.GetFilter().GetImage().GetImage(); ref != "" {
+		img, err := s.docker.InspectImage(ctx, ref)
+		if libdocker.IsNotFound(err) {
+			return &runtimeapi.ListImagesResponse{}, nil
+		}
+		if err != nil {
+			return nil, dockerError(err, "inspect image %q", ref)
+		}
+		return &runtimeapi.ListImagesResponse{Images: []*runtimeapi.Image{s.criImage(img)}}, nil
+	}
+	list, err := s.docker.ListImages(ctx, image.ListOptions{})
+	if err != nil {
+		return nil, dockerError(err, "list images")
+	}
+	out := make([]*runtimeapi.Image, 0, len(list))
+	for _, img := range list {
+		ci := &runtimeapi.Image{
+			Id:          img.ID,
+			RepoTags:    realReferences(img.RepoTags),
+			RepoDigests: realReferences(img.RepoDigests),
+			Size:        uint64(img.Size),
+			Spec:        &runtimeapi.ImageSpec{Image: img.ID},
+		}
+		ci.Pinned = s.isPinned(ci.RepoTags)
+		out = append(out, ci)
+	}
+	return &runtimeapi.ListImagesResponse{Images: out}, nil
+}
+
+// realReferences drops Docker's "<none>:<none>" and "<none>@<none>" placeholders.
+func realReferences(refs []string) []string {
+	out := make([]string, 0, len(refs))
+	for _, r := range refs {
+		if !strings.HasPrefix(r, "<none>") {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// isPinned keeps the pod infra image out of the kubelet's image garbage collection.
+func (s *Service) isPinned(tags []string) bool {
+	for _, t := range tags {
+		if t == s.opts.PodInfraImage {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Service) criImage(img *image.InspectResponse) *runtimeapi.Image {
+	ci := &runtimeapi.Image{
+		Id:          img.ID,
+		RepoTags:    realReferences(img.RepoTags),
+		RepoDigests: realReferences(img.RepoDigests),
+		Size:        uint64(img.Size),
+		Spec:        &runtimeapi.ImageSpec{Image: img.ID},
+	}
+	ci.Pinned = s.isPinned(ci.RepoTags)
+	if img.Config != nil {
+		// USER may be "uid", "name", "uid:gid" or "name:group"; the CRI reports the user part.
+		user, _, _ := strings.Cut(img.Config.User, ":")
+		if uid, err := strconv.ParseInt(user, 10, 64); err == nil {
+			ci.Uid = &runtimeapi.Int64Value{Value: uid}
+		} else {
+			ci.Username = user
+		}
+	}
+	return ci
+}
+
+// ImageStatus answers an empty response, not an error, for an image Docker does not have.
+func (s *Service) ImageStatus(ctx context.Context, req *runtimeapi.ImageStatusRequest) (*runtimeapi.ImageStatusResponse, error) {
+	ref := req.GetImage().GetImage()
+	if ref == "" {
+		return nil, invalidf("image is required")
+	}
+	img, err := s.docker.InspectImage(ctx, ref)
+	if libdocker.IsNotFound(err) {
+		return &runtimeapi.ImageStatusResponse{}, nil
+	}
+	if err != nil {
+		return nil, dockerError(err, "inspect image %q", ref)
+	}
+	resp := &runtimeapi.ImageStatusResponse{Image: s.criImage(img)}
+	if req.Verbose {
+		raw, _ := json.Marshal(img)
+		resp.Info = map[string]string{"info": string(raw)}
+	}
+	return resp, nil
+}
+
+// PullImage pulls an image with the given registry credentials and answers its ID. The
+// request's context reaches Docker: a kubelet that gives up cancels the pull.
+func (s *Service) PullImage(ctx context.Context, req *runtimeapi.PullImageRequest) (*runtimeapi.PullImageResponse, error) {
+	ref := req.GetImage().GetImage()
+	if ref == "" {
+		return nil, invalidf("image is required")
+	}
+	var auth registry.AuthConfig
+	if a := req.GetAuth(); a != nil {
+		auth = registry.AuthConfig{
+			Username:      a.Username,
+			Password:      a.Password,
+			Auth:          a.Auth,
+			ServerAddress: a.ServerAddress,
+			IdentityToken: a.IdentityToken,
+			RegistryToken: a.RegistryToken,
+		}
+	}
+	if err := s.docker.PullImage(ctx, ref, auth, s.opts.ImagePullProgressDeadline); err != nil {
+		if ctx.Err() != nil {
+			return nil, dockerError(ctx.Err(), "pull image %q", ref)
+		}
+		return nil, dockerError(err, "pull image %q", ref)
+	}
+	img, err := s.docker.InspectImage(ctx, ref)
+	if err != nil {
+		return nil, dockerError(err, "inspect pulled image %q", ref)
+	}
+	return &runtimeapi.PullImageResponse{ImageRef: img.ID}, nil
+}
+
+// RemoveImage removes an image with all its tags, whichever reference names it, as the CRI
+// asks. Removals of one image are serialised: when concurrent calls return, the image is gone.
+// An image that does not exist is a success.
+func (s *Service) RemoveImage(ctx context.Context, req *runtimeapi.RemoveImageRequest) (*runtimeapi.RemoveImageResponse, error) {
+	ref := req.GetImage().GetImage()
+	if ref == "" {
+		return nil, invalidf("image is required")
+	}
+	img, err := s.docker.InspectImage(ctx, ref)
+	if libdocker.IsNotFound(err) {
+		return &runtimeapi.RemoveImageResponse{}, nil
+	}
+	if err != nil {
+		return nil, dockerError(err, "inspect image %q", ref)
+	}
+	unlock := s.imageLocks.lock(img.ID)
+	defer unlock()
+	// Untag each name first: Docker refuses to remove an ID with several tags without force,
+	// and force would also remove an image a container still uses.
+	for _, tag := range realReferences(img.RepoTags) {
+		if _, err := s.docker.RemoveImage(ctx, tag, image.RemoveOptions{PruneChildren: true}); err != nil && !libdocker.IsNotFound(err) {
+			return nil, dockerError(err, "remove image %q", tag)
+		}
+	}
+	if _, err := s.docker.RemoveImage(ctx, img.ID, image.RemoveOptions{PruneChildren: true}); err != nil && !libdocker.IsNotFound(err) {
+		return nil, dockerError(err, "remove image %q", img.ID)
+	}
+	return &runtimeapi.RemoveImageResponse{}, nil
+}

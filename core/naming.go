@@ -1,0 +1,154 @@
+package core
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// Docker object names and labels follow the scheme of dockershim and upstream cri-dockerd, so that
+// pods created by upstream cri-dockerd are listed and removable after a node swaps the binary:
+//
+//	sandbox:   k8s_POD_<pod name>_<namespace>_<pod uid>_<attempt>
+//	container: k8s_<container name>_<pod name>_<namespace>_<pod uid>_<attempt>
+const (
+	namePrefix           = "k8s"
+	sandboxContainerName = "POD"
+	nameDelimiter        = "_"
+
+	containerTypeLabel     = "io.kubernetes.docker.type"
+	containerTypeSandbox   = "podsandbox"
+	containerTypeContainer = "container"
+	sandboxIDLabel         = "io.kubernetes.sandbox.id"
+	containerLogPathLabel  = "io.kubernetes.container.logpath"
+	// annotationPrefix marks CRI annotations stored as Docker labels.
+	annotationPrefix = "annotation."
+
+	// Labels of our own, which upstream does not know; all under one prefix.
+	ourLabelPrefix = "io.cri-dockerd."
+	// handlerLabel is the RuntimeClass handler as the kubelet asked for it.
+	handlerLabel = ourLabelPrefix + "runtime-handler"
+	// dockerRuntimeLabel is the Docker runtime the handler resolved to ("" = daemon default).
+	dockerRuntimeLabel = ourLabelPrefix + "docker-runtime"
+	// userImageLabel is the image as the user wrote it, when the kubelet passed a resolved ID.
+	userImageLabel = ourLabelPrefix + "user-image"
+)
+
+// internalLabels are Docker labels of ours that are never returned as CRI labels.
+var internalLabels = map[string]bool{
+	containerTypeLabel:    true,
+	sandboxIDLabel:        true,
+	containerLogPathLabel: true,
+}
+
+// nameComponent is what may stand between the delimiters of a Docker name: Docker allows
+// [a-zA-Z0-9_.-] and the delimiter is "_".
+var nameComponent = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9.-]*$`)
+
+const maxNameComponent = 253
+
+// checkNameComponent says why value cannot be part of a Docker object name, or returns nil.
+func checkNameComponent(what, value string, required bool) error {
+	if value == "" {
+		if required {
+			return invalidf("%s is required", what)
+		}
+		return nil
+	}
+	if len(value) > maxNameComponent {
+		return invalidf("%s is %d characters long; at most %d are allowed", what, len(value), maxNameComponent)
+	}
+	if !nameComponent.MatchString(value) {
+		return invalidf("%s %q: only letters, digits, '.' and '-' are allowed, starting with a letter or digit", what, value)
+	}
+	return nil
+}
+
+func makeSandboxName(m *runtimeapi.PodSandboxMetadata) string {
+	return strings.Join([]string{namePrefix, sandboxContainerName, m.Name, m.Namespace, m.Uid, strconv.FormatUint(uint64(m.Attempt), 10)}, nameDelimiter)
+}
+
+func makeContainerName(s *runtimeapi.PodSandboxMetadata, c *runtimeapi.ContainerMetadata) string {
+	return strings.Join([]string{namePrefix, c.Name, s.Name, s.Namespace, s.Uid, strconv.FormatUint(uint64(c.Attempt), 10)}, nameDelimiter)
+}
+
+// randomizeName adds a random suffix, as upstream does when a name is already taken (for
+// example by a container Docker could not remove yet); parseName ignores the suffix.
+func randomizeName(name string) string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return name + nameDelimiter + hex.EncodeToString(b)
+}
+
+// parsedName is what a Docker object name says about its pod and container.
+type parsedName struct {
+	container string
+	pod       string
+	namespace string
+	uid       string
+	attempt   uint32
+}
+
+func parseName(dockerName string) (parsedName, error) {
+	parts := strings.Split(strings.TrimPrefix(dockerName, "/"), nameDelimiter)
+	if len(parts) != 6 && len(parts) != 7 || parts[0] != namePrefix {
+		return parsedName{}, fmt.Errorf("%q is not a cri-dockerd container name", dockerName)
+	}
+	attempt, err := strconv.ParseUint(parts[5], 10, 32)
+	if err != nil {
+		return parsedName{}, fmt.Errorf("%q: attempt %q is not a number", dockerName, parts[5])
+	}
+	return parsedName{container: parts[1], pod: parts[2], namespace: parts[3], uid: parts[4], attempt: uint32(attempt)}, nil
+}
+
+func (p parsedName) sandboxMetadata() *runtimeapi.PodSandboxMetadata {
+	return &runtimeapi.PodSandboxMetadata{Name: p.pod, Namespace: p.namespace, Uid: p.uid, Attempt: p.attempt}
+}
+
+func (p parsedName) containerMetadata() *runtimeapi.ContainerMetadata {
+	return &runtimeapi.ContainerMetadata{Name: p.container, Attempt: p.attempt}
+}
+
+// makeLabels merges CRI labels and annotations into Docker labels, as upstream does.
+func makeLabels(labels, annotations map[string]string) map[string]string {
+	out := make(map[string]string, len(labels)+len(annotations)+4)
+	for k, v := range labels {
+		out[k] = v
+	}
+	for k, v := range annotations {
+		out[annotationPrefix+k] = v
+	}
+	return out
+}
+
+// splitLabels is the inverse of makeLabels: it returns the CRI labels and annotations of a
+// Docker object, without any label of ours.
+func splitLabels(dockerLabels map[string]string) (labels, annotations map[string]string) {
+	labels = map[string]string{}
+	annotations = map[string]string{}
+	for k, v := range dockerLabels {
+		switch {
+		case internalLabels[k], strings.HasPrefix(k, ourLabelPrefix):
+		case strings.HasPrefix(k, annotationPrefix):
+			annotations[strings.TrimPrefix(k, annotationPrefix)] = v
+		default:
+			labels[k] = v
+		}
+	}
+	return labels, annotations
+}
+
+// matchesSelector reports whether labels hold every key=value of selector.
+func matchesSelector(labels, selector map[string]string) bool {
+	for k, v := range selector {
+		if got, ok := labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,178 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/registry"
+	"github.com/docker/go-connections/nat"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-dockerd/cri-dockerd/libdocker"
+)
+
+// cleanupTimeout bounds the removal of what a failed call created; it runs even when the
+// caller's context is already done, so nothing is left behind.
+const cleanupTimeout = 30 * time.Second
+
+// RunPodSandbox creates and starts the pod's sandbox (pause) container on the runtime the pod's
+// RuntimeClass handler names. The handler is resolved before anything is created: a pod with
+// an unknown handler leaves nothing behind.
+func (s *Service) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandboxRequest) (*runtimeapi.RunPodSandboxResponse, error) {
+	cfg := req.GetConfig()
+	if err := validateSandboxConfig(cfg); err != nil {
+		return nil, err
+	}
+	rt, err := s.resolveHandler(ctx, req.GetRuntimeHandler())
+	if err != nil {
+		return nil, err
+	}
+	if err := s.ensureImage(ctx, s.opts.PodInfraImage); err != nil {
+		return nil, dockerError(err, "pull pod infra image %q", s.opts.PodInfraImage)
+	}
+
+	containerCfg, hostCfg, err := s.sandboxDockerConfig(cfg, rt)
+	if err != nil {
+		return nil, err
+	}
+	name := makeSandboxName(cfg.Metadata)
+	id, err := s.createContainer(ctx, name, containerCfg, hostCfg)
+	if err != nil {
+		return nil, s.runtimeFailure(ctx, err, fmt.Sprintf("create sandbox %q", name), rt)
+	}
+	s.sandboxes.put(id, rt)
+
+	if err := s.docker.StartContainer(ctx, id); err != nil {
+		s.removeAfterFailure(ctx, id)
+		s.sandboxes.remove(id)
+		return nil, s.runtimeFailure(ctx, err, fmt.Sprintf("start sandbox %q", name), rt)
+	}
+	s.log.WithFields(map[string]any{"id": id, "pod": cfg.Metadata.Namespace + "/" + cfg.Metadata.Name, "handler": rt.Handler, "docker_runtime": rt.DockerRuntime}).Info("pod sandbox running")
+	return &runtimeapi.RunPodSandboxResponse{PodSandboxId: id}, nil
+}
+
+func validateSandboxConfig(cfg *runtimeapi.PodSandboxConfig) error {
+	if cfg == nil {
+		return invalidf("pod sandbox config is required")
+	}
+	m := cfg.GetMetadata()
+	if m == nil {
+		return invalidf("pod sandbox config: metadata is required")
+	}
+	if err := checkNameComponent("pod sandbox metadata.name", m.Name, true); err != nil {
+		return err
+	}
+	if err := checkNameComponent("pod sandbox metadata.namespace", m.Namespace, true); err != nil {
+		return err
+	}
+	if err := checkNameComponent("pod sandbox metadata.uid", m.Uid, false); err != nil {
+		return err
+	}
+	for _, pm := range cfg.PortMappings {
+		if pm.ContainerPort <= 0 || pm.ContainerPort > 65535 || pm.HostPort < 0 || pm.HostPort > 65535 {
+			return invalidf("pod sandbox port mapping %d->%d: ports must be within 1-65535", pm.HostPort, pm.ContainerPort)
+		}
+	}
+	return nil
+}
+
+// sandboxDockerConfig is the Docker configuration of a pod's sandbox container.
+func (s *Service) sandboxDockerConfig(cfg *runtimeapi.PodSandboxConfig, rt podRuntime) (*container.Config, *container.HostConfig, error) {
+	labels := makeLabels(cfg.Labels, cfg.Annotations)
+	labels[containerTypeLabel] = containerTypeSandbox
+	labels[handlerLabel] = rt.Handler
+	labels[dockerRuntimeLabel] = rt.DockerRuntime
+
+	nsOpts := cfg.GetLinux().GetSecurityContext().GetNamespaceOptions()
+	hostNetwork := nsOpts.GetNetwork() == runtimeapi.NamespaceMode_NODE
+
+	containerCfg := &container.Config{
+		Image:  s.opts.PodInfraImage,
+		Labels: labels,
+	}
+	hostCfg := &container.HostConfig{
+		Runtime:      rt.DockerRuntime,
+		OomScoreAdj:  s.oomScoreAdj(sandboxOOMScoreAdj),
+		// Containers of the pod join the sandbox's IPC namespace: Docker requires it shareable.
+		IpcMode: container.IPCModeShareable,
+		// The sandbox runs no workload; keep Docker's restart policy out of the kubelet's way.
+		RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyDisabled},
+	}
+	hostCfg.CgroupParent = cfg.GetLinux().GetCgroupParent()
+	if nsOpts.GetIpc() == runtimeapi.NamespaceMode_NODE {
+		hostCfg.IpcMode = "host"
+	}
+	if nsOpts.GetPid() == runtimeapi.NamespaceMode_NODE {
+		hostCfg.PidMode = "host"
+	}
+	if hostNetwork {
+		hostCfg.NetworkMode = "host"
+	} else {
+		hostCfg.NetworkMode = "default"
+		// Docker refuses a hostname together with the host network.
+		containerCfg.Hostname = cfg.Hostname
+		if dns := cfg.GetDnsConfig(); dns != nil {
+			hostCfg.DNS, hostCfg.DNSSearch, hostCfg.DNSOptions = dns.Servers, dns.Searches, dns.Options
+		}
+		exposed, bindings := portBindings(cfg.PortMappings)
+		containerCfg.ExposedPorts, hostCfg.PortBindings = exposed, bindings
+	}
+	return containerCfg, hostCfg, nil
+}
+
+// portBindings publishes the pod's port mappings on Docker's bridge.
+func portBindings(mappings []*runtimeapi.PortMapping) (nat.PortSet, nat.PortMap) {
+	if len(mappings) == 0 {
+		return nil, nil
+	}
+	exposed, bindings := nat.PortSet{}, nat.PortMap{}
+	for _, pm := range mappings {
+		proto := "tcp"
+		switch pm.Protocol {
+		case runtimeapi.Protocol_UDP:
+			proto = "udp"
+		case runtimeapi.Protocol_SCTP:
+			proto = "sctp"
+		}
+		port := nat.Port(strconv.Itoa(int(pm.ContainerPort)) + "/" + proto)
+		exposed[port] = struct{}{}
+		if pm.HostPort == 0 {
+			continue
+		}
+		bindings[port] = append(bindings[port], nat.PortBinding{HostIP: pm.HostIp, HostPort: strconv.Itoa(int(pm.HostPort))})
+	}
+	return exposed, bindings
+}
+
+// createContainer creates a container, retrying once with a randomised name when the name is
+// taken (a container Docker has not finished removing, or a leftover of a crash).
+func (s *Service) createContainer(ctx context.Context, name string, cfg *container.Config, hc *container.HostConfig) (string, error) {
+	id, err := s.docker.CreateContainer(ctx, name, cfg, hc)
+	if libdocker.IsConflict(err) {
+		s.log.WithField("name", name).Warnf("container name in use, creating with a random suffix: %v", err)
+		id, err = s.docker.CreateContainer(ctx, randomizeName(name), cfg, hc)
+	}
+	return id, err
+}
+
+// removeAfterFailure removes a container a failed RPC created, whatever the caller's context.
+func (s *Service) removeAfterFailure(ctx context.Context, id string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	if err := s.docker.RemoveContainer(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !libdocker.IsNotFound(err) {
+		s.log.WithField("id", id).Errorf("remove container after a failed call: %v", err)
+	}
+}
+
+// ensureImage pulls ref when Docker does not have it.
+func (s *Service) ensureImage(ctx context.Context, ref string) error {
+	_, err := s.docker.InspectImage(ctx, ref)
+	if err == nil || !libdocker.IsNotFound(err) {
+		return err
+	}
+	s.log.WithField("image", ref).Info("pulling image")
+	return s.docker.PullImage(ctx, ref, registry.AuthConfig{}, s.opts.ImagePullProgressDeadline)
+}

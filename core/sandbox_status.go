@@ -1,0 +1,170 @@
+package core
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-dockerd/cri-dockerd/libdocker"
+)
+
+// inspectSandbox inspects a sandbox container; NotFound when id names no sandbox of ours.
+func (s *Service) inspectSandbox(ctx context.Context, id string) (*container.InspectResponse, error) {
+	c, err := s.docker.InspectContainer(ctx, id)
+	if err != nil {
+		if libdocker.IsNotFound(err) {
+			return nil, notFoundf("pod sandbox %q not found", id)
+		}
+		return nil, dockerError(err, "inspect pod sandbox %q", id)
+	}
+	if c.Config == nil || c.Config.Labels[containerTypeLabel] != containerTypeSandbox {
+		return nil, notFoundf("pod sandbox %q not found: it is not a pod sandbox", id)
+	}
+	return c, nil
+}
+
+func isNotFoundStatus(err error) bool {
+	return status.Code(err) == codes.NotFound
+}
+
+// PodSandboxStatus reports a sandbox from one Docker inspect: no process is forked.
+func (s *Service) PodSandboxStatus(ctx context.Context, req *runtimeapi.PodSandboxStatusRequest) (*runtimeapi.PodSandboxStatusResponse, error) {
+	id := req.GetPodSandboxId()
+	if id == "" {
+		return nil, invalidf("pod_sandbox_id is required")
+	}
+	c, err := s.inspectSandbox(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	name, err := parseName(c.Name)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "pod sandbox %q: %v", id, err)
+	}
+	labels, annotations := splitLabels(c.Config.Labels)
+	st := &runtimeapi.PodSandboxStatus{
+		Id:             c.ID,
+		Metadata:       name.sandboxMetadata(),
+		State:          runtimeapi.PodSandboxState_SANDBOX_NOTREADY,
+		CreatedAt:      parseDockerTime(c.Created),
+		Labels:         labels,
+		Annotations:    annotations,
+		RuntimeHandler: c.Config.Labels[handlerLabel],
+		Network:        &runtimeapi.PodSandboxNetworkStatus{},
+		Linux: &runtimeapi.LinuxPodSandboxStatus{Namespaces: &runtimeapi.Namespace{Options: &runtimeapi.NamespaceOption{
+			Network: namespaceMode(c.HostConfig.NetworkMode.IsHost()),
+			Pid:     namespaceMode(c.HostConfig.PidMode.IsHost()),
+			Ipc:     namespaceMode(c.HostConfig.IpcMode.IsHost()),
+		}}},
+	}
+	if c.State != nil && c.State.Running {
+		st.State = runtimeapi.PodSandboxState_SANDBOX_READY
+	}
+	if !c.HostConfig.NetworkMode.IsHost() {
+		st.Network.Ip, st.Network.AdditionalIps = podIPs(c)
+	}
+	resp := &runtimeapi.PodSandboxStatusResponse{Status: st}
+	if req.Verbose {
+		raw, _ := json.Marshal(c)
+		resp.Info = map[string]string{"info": string(raw)}
+	}
+	return resp, nil
+}
+
+func namespaceMode(host bool) runtimeapi.NamespaceMode {
+	if host {
+		return runtimeapi.NamespaceMode_NODE
+	}
+	return runtimeapi.NamespaceMode_POD
+}
+
+// podIPs reads the sandbox's addresses from Docker's network settings.
+func podIPs(c *container.InspectResponse) (string, []*runtimeapi.PodIP) {
+	if c.NetworkSettings == nil {
+		return "", nil
+	}
+	var ips []string
+	for _, n := range c.NetworkSettings.Networks {
+		if n == nil {
+			continue
+		}
+		if n.IPAddress != "" {
+			ips = append([]string{n.IPAddress}, ips...)
+		}
+		if n.GlobalIPv6Address != "" {
+			ips = append(ips, n.GlobalIPv6Address)
+		}
+	}
+	if len(ips) == 0 {
+		return "", nil
+	}
+	var extra []*runtimeapi.PodIP
+	for _, ip := range ips[1:] {
+		extra = append(extra, &runtimeapi.PodIP{Ip: ip})
+	}
+	return ips[0], extra
+}
+
+// parseDockerTime turns Docker's RFC 3339 times into Unix nanoseconds (0 for Docker's zero time).
+func parseDockerTime(value string) int64 {
+	t, err := time.Parse(time.RFC3339Nano, value)
+	if err != nil || t.IsZero() || t.Year() <= 1 {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+// ListPodSandbox lists sandboxes from one Docker list call, filtered by id (prefix), state and
+// labels.
+func (s *Service) ListPodSandbox(ctx context.Context, req *runtimeapi.ListPodSandboxRequest) (*runtimeapi.ListPodSandboxResponse, error) {
+	f := req.GetFilter()
+	args := libdocker.LabelFilter(containerTypeLabel + "=" + containerTypeSandbox)
+	for k, v := range f.GetLabelSelector() {
+		args.Add("label", k+"="+v)
+	}
+	if f.GetId() != "" {
+		args.Add("id", f.GetId())
+	}
+	list, err := s.docker.ListContainers(ctx, container.ListOptions{All: true, Filters: args})
+	if err != nil {
+		return nil, dockerError(err, "list pod sandboxes")
+	}
+	out := make([]*runtimeapi.PodSandbox, 0, len(list))
+	for _, c := range list {
+		if len(c.Names) == 0 {
+			continue
+		}
+		name, err := parseName(c.Names[0])
+		if err != nil {
+			s.log.Debugf("skipping sandbox %s: %v", c.ID, err)
+			continue
+		}
+		labels, annotations := splitLabels(c.Labels)
+		sb := &runtimeapi.PodSandbox{
+			Id:             c.ID,
+			Metadata:       name.sandboxMetadata(),
+			State:          runtimeapi.PodSandboxState_SANDBOX_NOTREADY,
+			CreatedAt:      c.Created * int64(time.Second),
+			Labels:         labels,
+			Annotations:    annotations,
+			RuntimeHandler: c.Labels[handlerLabel],
+		}
+		if c.State == "running" {
+			sb.State = runtimeapi.PodSandboxState_SANDBOX_READY
+		}
+		if f.GetState() != nil && f.GetState().State != sb.State {
+			continue
+		}
+		if !matchesSelector(labels, f.GetLabelSelector()) || !strings.HasPrefix(c.ID, f.GetId()) {
+			continue
+		}
+		out = append(out, sb)
+	}
+	return &runtimeapi.ListPodSandboxResponse{Items: out}, nil
+}

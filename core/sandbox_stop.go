@@ -1,0 +1,100 @@
+package core
+
+import (
+	"context"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-dockerd/cri-dockerd/libdocker"
+)
+
+// sandboxStopTimeout is the grace of a sandbox's containers and of the pause container. The
+// kubelet stops containers with their own grace period before it stops the sandbox, so what is
+// left here only gets a short one.
+const sandboxStopTimeout = 10 * time.Second
+
+// StopPodSandbox stops every container of the pod and the sandbox. Idempotent: an unknown or
+// already stopped sandbox is a success, as the CRI asks.
+func (s *Service) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSandboxRequest) (*runtimeapi.StopPodSandboxResponse, error) {
+	id := req.GetPodSandboxId()
+	if id == "" {
+		return nil, invalidf("pod_sandbox_id is required")
+	}
+	sandbox, err := s.inspectSandbox(ctx, id)
+	if err != nil {
+		if isNotFoundStatus(err) {
+			return &runtimeapi.StopPodSandboxResponse{}, nil
+		}
+		return nil, err
+	}
+	containers, err := s.podContainers(ctx, sandbox.ID)
+	if err != nil {
+		return nil, dockerError(err, "list containers of pod sandbox %q", id)
+	}
+	for _, c := range containers {
+		if c.State != "running" && c.State != "restarting" && c.State != "paused" {
+			continue
+		}
+		if err := s.docker.StopContainer(ctx, c.ID, sandboxStopTimeout); err != nil && !libdocker.IsNotFound(err) {
+			return nil, dockerError(err, "stop container %q of pod sandbox %q", c.ID, id)
+		}
+	}
+	if sandbox.State != nil && sandbox.State.Running {
+		if err := s.docker.StopContainer(ctx, sandbox.ID, sandboxStopTimeout); err != nil && !libdocker.IsNotFound(err) {
+			return nil, dockerError(err, "stop pod sandbox %q", id)
+		}
+	}
+	return &runtimeapi.StopPodSandboxResponse{}, nil
+}
+
+// podContainers lists every container (any state) of a sandbox.
+func (s *Service) podContainers(ctx context.Context, sandboxID string) ([]container.Summary, error) {
+	return s.docker.ListContainers(ctx, container.ListOptions{All: true, Filters: libdocker.LabelFilter(
+		containerTypeLabel+"="+containerTypeContainer, sandboxIDLabel+"="+sandboxID)})
+}
+
+// RemovePodSandbox removes the pod's containers and its sandbox, running or not. Idempotent.
+func (s *Service) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePodSandboxRequest) (*runtimeapi.RemovePodSandboxResponse, error) {
+	id := req.GetPodSandboxId()
+	if id == "" {
+		return nil, invalidf("pod_sandbox_id is required")
+	}
+	sandbox, err := s.inspectSandbox(ctx, id)
+	if err != nil {
+		if isNotFoundStatus(err) {
+			return &runtimeapi.RemovePodSandboxResponse{}, nil
+		}
+		return nil, err
+	}
+	containers, err := s.podContainers(ctx, sandbox.ID)
+	if err != nil {
+		return nil, dockerError(err, "list containers of pod sandbox %q", id)
+	}
+	for _, c := range containers {
+		if err := s.removeContainer(ctx, c.ID); err != nil {
+			return nil, dockerError(err, "remove container %q of pod sandbox %q", c.ID, id)
+		}
+	}
+	if err := s.removeContainer(ctx, sandbox.ID); err != nil {
+		return nil, dockerError(err, "remove pod sandbox %q", id)
+	}
+	s.sandboxes.remove(sandbox.ID)
+	return &runtimeapi.RemovePodSandboxResponse{}, nil
+}
+
+// removeContainer force-removes a container with its anonymous volumes; gone already is fine.
+func (s *Service) removeContainer(ctx context.Context, id string) error {
+	err := s.docker.RemoveContainer(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	if err == nil || libdocker.IsNotFound(err) {
+		return nil
+	}
+	// Docker answers a conflict while another call is already removing the container.
+	if libdocker.IsConflict(err) {
+		if _, ierr := s.docker.InspectContainer(ctx, id); libdocker.IsNotFound(ierr) {
+			return nil
+		}
+	}
+	return err
+}

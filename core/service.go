@@ -1,0 +1,95 @@
+// Package core implements the CRI RuntimeService and ImageService on top of the Docker Engine.
+// One file per RPC family; the RuntimeClass handler resolution lives in runtime_handler.go and
+// the naming and labelling of Docker objects in naming.go.
+package core
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-dockerd/cri-dockerd/libdocker"
+)
+
+// Version of cri-dockerd, set by the linker.
+var (
+	Version   = "0.1.0-dev"
+	GitCommit = "unknown"
+)
+
+// CRIAPIVersion is the CRI API version this server speaks.
+const CRIAPIVersion = "v1"
+
+// Options are the settings core needs; cmd builds them from config.Config.
+type Options struct {
+	PodInfraImage             string
+	ImagePullProgressDeadline time.Duration
+	// RuntimeHandlerAliases maps RuntimeClass handler names to Docker runtime names.
+	RuntimeHandlerAliases map[string]string
+	// DefaultRuntimeHandler is the handler name that, like "", selects Docker's default runtime.
+	DefaultRuntimeHandler string
+	// NetworkPlugin is "" or "none": Docker's default bridge for sandboxes.
+	NetworkPlugin string
+	// RuntimeInfoMaxAge bounds how stale the cached Docker /info may be for Status; a lookup of
+	// an unknown runtime refreshes it sooner (see runtime_handler.go).
+	RuntimeInfoMaxAge time.Duration
+	// Logger defaults to logrus' standard logger.
+	Logger *logrus.Logger
+}
+
+// Service serves the CRI RuntimeService and ImageService.
+type Service struct {
+	runtimeapi.UnimplementedRuntimeServiceServer
+	runtimeapi.UnimplementedImageServiceServer
+
+	docker   libdocker.Client
+	opts     Options
+	log      *logrus.Entry
+	runtimes *runtimeCache
+	// sandboxes maps sandbox ID to the runtime its pod runs on, so that CreateContainer never
+	// has to inspect the sandbox; rebuilt from Docker labels at start.
+	sandboxes *sandboxIndex
+	// clampOOMScore is set when the node cannot give containers a negative oom_score_adj.
+	clampOOMScore bool
+	imageLocks    keyedMutex
+	diskUsage     *diskUsageCache
+}
+
+// New builds the service and rebuilds its in-memory state from Docker. It fails when Docker
+// cannot be reached, since nothing could be served.
+func New(ctx context.Context, docker libdocker.Client, opts Options) (*Service, error) {
+	if opts.Logger == nil {
+		opts.Logger = logrus.StandardLogger()
+	}
+	if opts.RuntimeInfoMaxAge <= 0 {
+		opts.RuntimeInfoMaxAge = time.Minute
+	}
+	if opts.RuntimeHandlerAliases == nil {
+		opts.RuntimeHandlerAliases = map[string]string{}
+	}
+	s := &Service{
+		docker:    docker,
+		opts:      opts,
+		log:       logrus.NewEntry(opts.Logger),
+		runtimes:  newRuntimeCache(docker, 5*time.Second),
+		sandboxes: newSandboxIndex(),
+		diskUsage: newDiskUsageCache(docker, 10*time.Second),
+	}
+	info, err := s.runtimes.get(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("docker: %w", err)
+	}
+	s.clampOOMScore = !negativeOOMScoreAllowed(info.Info, s.log)
+	for name, rt := range opts.RuntimeHandlerAliases {
+		if !info.knows(rt) {
+			s.log.Warnf("runtime handler %q maps to Docker runtime %q, which Docker does not know yet (known: %s); pods using it will fail until it is added to daemon.json", name, rt, info.names())
+		}
+	}
+	if err := s.sandboxes.rebuild(ctx, docker); err != nil {
+		return nil, fmt.Errorf("rebuild sandbox index from docker: %w", err)
+	}
+	return s, nil
+}

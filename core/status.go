@@ -1,0 +1,92 @@
+package core
+
+import (
+	"context"
+	"encoding/json"
+	"sort"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// Version answers Docker's version as the runtime version, as dockershim did ("docker://20.10").
+func (s *Service) Version(ctx context.Context, _ *runtimeapi.VersionRequest) (*runtimeapi.VersionResponse, error) {
+	v, err := s.docker.Version(ctx)
+	if err != nil {
+		return nil, dockerError(err, "docker version")
+	}
+	return &runtimeapi.VersionResponse{
+		Version:           "0.1.0",
+		RuntimeName:       "docker",
+		RuntimeVersion:    v.Version,
+		RuntimeApiVersion: CRIAPIVersion,
+	}, nil
+}
+
+// Status reports readiness from a live ping of Docker, and the runtime handlers this node can
+// serve from the cached /info (refreshed when older than RuntimeInfoMaxAge).
+func (s *Service) Status(ctx context.Context, req *runtimeapi.StatusRequest) (*runtimeapi.StatusResponse, error) {
+	runtimeReady := &runtimeapi.RuntimeCondition{Type: runtimeapi.RuntimeReady, Status: true}
+	networkReady := &runtimeapi.RuntimeCondition{Type: runtimeapi.NetworkReady, Status: true}
+	if err := s.docker.Ping(ctx); err != nil {
+		runtimeReady.Status, runtimeReady.Reason, runtimeReady.Message = false, "DockerDaemonNotReady", "docker: "+err.Error()
+		networkReady.Status, networkReady.Reason, networkReady.Message = false, "DockerDaemonNotReady", "docker: "+err.Error()
+	}
+	resp := &runtimeapi.StatusResponse{
+		Status:          &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{runtimeReady, networkReady}},
+		RuntimeHandlers: s.runtimeHandlers(ctx),
+		Features:        &runtimeapi.RuntimeFeatures{SupplementalGroupsPolicy: false},
+	}
+	if req.Verbose {
+		raw, _ := json.Marshal(map[string]any{"networkPlugin": s.opts.NetworkPlugin, "podInfraImage": s.opts.PodInfraImage, "runtimeHandlerAliases": s.opts.RuntimeHandlerAliases})
+		resp.Info = map[string]string{"config": string(raw)}
+	}
+	return resp, nil
+}
+
+// runtimeHandlers lists "" (the default), the default handler name, every Docker runtime and
+// every alias. Docker cannot mount read-only recursively nor map user namespaces per pod.
+func (s *Service) runtimeHandlers(ctx context.Context) []*runtimeapi.RuntimeHandler {
+	names := map[string]bool{"": true}
+	if s.opts.DefaultRuntimeHandler != "" {
+		names[s.opts.DefaultRuntimeHandler] = true
+	}
+	if info, err := s.runtimes.getFresh(ctx, s.opts.RuntimeInfoMaxAge); err == nil {
+		for name := range info.Runtimes {
+			names[name] = true
+		}
+	}
+	for name := range s.opts.RuntimeHandlerAliases {
+		names[name] = true
+	}
+	sorted := make([]string, 0, len(names))
+	for name := range names {
+		sorted = append(sorted, name)
+	}
+	sort.Strings(sorted)
+	out := make([]*runtimeapi.RuntimeHandler, 0, len(sorted))
+	for _, name := range sorted {
+		out = append(out, &runtimeapi.RuntimeHandler{Name: name, Features: &runtimeapi.RuntimeHandlerFeatures{}})
+	}
+	return out
+}
+
+// RuntimeConfig reports Docker's cgroup driver, so the kubelet can use the same one.
+func (s *Service) RuntimeConfig(ctx context.Context, _ *runtimeapi.RuntimeConfigRequest) (*runtimeapi.RuntimeConfigResponse, error) {
+	info, err := s.runtimes.get(ctx)
+	if err != nil {
+		return nil, dockerError(err, "docker info")
+	}
+	driver := runtimeapi.CgroupDriver_CGROUPFS
+	if info.CgroupDriver == "systemd" {
+		driver = runtimeapi.CgroupDriver_SYSTEMD
+	}
+	return &runtimeapi.RuntimeConfigResponse{Linux: &runtimeapi.LinuxRuntimeConfiguration{CgroupDriver: driver}}, nil
+}
+
+// UpdateRuntimeConfig accepts the kubelet's pod CIDR; Docker's bridge networking does not use it.
+func (s *Service) UpdateRuntimeConfig(_ context.Context, req *runtimeapi.UpdateRuntimeConfigRequest) (*runtimeapi.UpdateRuntimeConfigResponse, error) {
+	if cidr := req.GetRuntimeConfig().GetNetworkConfig().GetPodCidr(); cidr != "" {
+		s.log.WithField("pod_cidr", cidr).Debug("pod CIDR update (unused by Docker's bridge)")
+	}
+	return &runtimeapi.UpdateRuntimeConfigResponse{}, nil
+}

@@ -1,0 +1,190 @@
+// Package libdocker is the only package that talks to the Docker Engine API. It exposes the
+// narrow set of Engine calls cri-dockerd needs, each bound to the caller's context and a timeout,
+// and classifies Docker's errors (not found, conflict, unknown runtime, runtime cannot start)
+// so that callers never parse error strings.
+package libdocker
+
+import (
+	"context"
+	"time"
+
+	"github.com/docker/docker/api/types"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/registry"
+	"github.com/docker/docker/api/types/system"
+	dockerclient "github.com/docker/docker/client"
+)
+
+// Client is the subset of the Docker Engine API that cri-dockerd uses.
+type Client interface {
+	Ping(ctx context.Context) error
+	// APIVersion is the Engine API version negotiated with the daemon ("" before the first call).
+	APIVersion() string
+	Version(ctx context.Context) (types.Version, error)
+	Info(ctx context.Context) (system.Info, error)
+
+	CreateContainer(ctx context.Context, name string, cfg *container.Config, hc *container.HostConfig) (string, error)
+	StartContainer(ctx context.Context, id string) error
+	// StopContainer sends SIGTERM, then SIGKILL after timeout (0: kill at once).
+	StopContainer(ctx context.Context, id string, timeout time.Duration) error
+	RemoveContainer(ctx context.Context, id string, opts container.RemoveOptions) error
+	InspectContainer(ctx context.Context, id string) (*container.InspectResponse, error)
+	ListContainers(ctx context.Context, opts container.ListOptions) ([]container.Summary, error)
+
+	InspectImage(ctx context.Context, ref string) (*image.InspectResponse, error)
+	ListImages(ctx context.Context, opts image.ListOptions) ([]image.Summary, error)
+	// PullImage pulls ref and fails when Docker reports no progress for progressDeadline.
+	PullImage(ctx context.Context, ref string, auth registry.AuthConfig, progressDeadline time.Duration) error
+	RemoveImage(ctx context.Context, ref string, opts image.RemoveOptions) ([]image.DeleteResponse, error)
+	DiskUsage(ctx context.Context, opts types.DiskUsageOptions) (types.DiskUsage, error)
+}
+
+// Options configure the real client.
+type Options struct {
+	// Endpoint is the Docker daemon address, e.g. unix:///var/run/docker.sock. Empty: DOCKER_HOST or the default.
+	Endpoint string
+	// RequestTimeout bounds every call except image pulls (those are bounded by progress).
+	RequestTimeout time.Duration
+}
+
+type client struct {
+	api     *dockerclient.Client
+	timeout time.Duration
+}
+
+// New opens a client for the Docker daemon with API version negotiation on, so that the same
+// binary works against Docker 20.10 (API 1.41) and newer daemons.
+func New(opts Options) (Client, error) {
+	clientOpts := []dockerclient.Opt{dockerclient.FromEnv, dockerclient.WithAPIVersionNegotiation()}
+	if opts.Endpoint != "" {
+		clientOpts = append(clientOpts, dockerclient.WithHost(opts.Endpoint))
+	}
+	api, err := dockerclient.NewClientWithOpts(clientOpts...)
+	if err != nil {
+		return nil, err
+	}
+	timeout := opts.RequestTimeout
+	if timeout <= 0 {
+		timeout = 2 * time.Minute
+	}
+	return &client{api: api, timeout: timeout}, nil
+}
+
+func (c *client) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, c.timeout)
+}
+
+func (c *client) APIVersion() string { return c.api.ClientVersion() }
+
+func (c *client) Ping(ctx context.Context) error {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	_, err := c.api.Ping(ctx)
+	return classify(err)
+}
+
+func (c *client) Version(ctx context.Context) (types.Version, error) {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	v, err := c.api.ServerVersion(ctx)
+	return v, classify(err)
+}
+
+func (c *client) Info(ctx context.Context) (system.Info, error) {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	info, err := c.api.Info(ctx)
+	return info, classify(err)
+}
+
+func (c *client) CreateContainer(ctx context.Context, name string, cfg *container.Config, hc *container.HostConfig) (string, error) {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	resp, err := c.api.ContainerCreate(ctx, cfg, hc, nil, nil, name)
+	if err != nil {
+		return "", classify(err)
+	}
+	return resp.ID, nil
+}
+
+func (c *client) StartContainer(ctx context.Context, id string) error {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	return classify(c.api.ContainerStart(ctx, id, container.StartOptions{}))
+}
+
+func (c *client) StopContainer(ctx context.Context, id string, timeout time.Duration) error {
+	seconds := int(timeout.Round(time.Second) / time.Second)
+	if seconds < 0 {
+		seconds = 0
+	}
+	// Docker waits up to the stop timeout before it kills; give the HTTP call that long on top.
+	ctx, cancel := context.WithTimeout(ctx, c.timeout+time.Duration(seconds)*time.Second)
+	defer cancel()
+	return classify(c.api.ContainerStop(ctx, id, container.StopOptions{Timeout: &seconds}))
+}
+
+func (c *client) RemoveContainer(ctx context.Context, id string, opts container.RemoveOptions) error {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	return classify(c.api.ContainerRemove(ctx, id, opts))
+}
+
+func (c *client) InspectContainer(ctx context.Context, id string) (*container.InspectResponse, error) {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	resp, err := c.api.ContainerInspect(ctx, id)
+	if err != nil {
+		return nil, classify(err)
+	}
+	return &resp, nil
+}
+
+func (c *client) ListContainers(ctx context.Context, opts container.ListOptions) ([]container.Summary, error) {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	list, err := c.api.ContainerList(ctx, opts)
+	return list, classify(err)
+}
+
+func (c *client) InspectImage(ctx context.Context, ref string) (*image.InspectResponse, error) {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	resp, err := c.api.ImageInspect(ctx, ref)
+	if err != nil {
+		return nil, classify(err)
+	}
+	return &resp, nil
+}
+
+func (c *client) ListImages(ctx context.Context, opts image.ListOptions) ([]image.Summary, error) {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	list, err := c.api.ImageList(ctx, opts)
+	return list, classify(err)
+}
+
+func (c *client) RemoveImage(ctx context.Context, ref string, opts image.RemoveOptions) ([]image.DeleteResponse, error) {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	resp, err := c.api.ImageRemove(ctx, ref, opts)
+	return resp, classify(err)
+}
+
+func (c *client) DiskUsage(ctx context.Context, opts types.DiskUsageOptions) (types.DiskUsage, error) {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	du, err := c.api.DiskUsage(ctx, opts)
+	return du, classify(err)
+}
+
+// LabelFilter builds list filters that match every given label (key=value, or key alone).
+func LabelFilter(labels ...string) filters.Args {
+	args := filters.NewArgs()
+	for _, l := range labels {
+		args.Add("label", l)
+	}
+	return args
+}
