@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -21,7 +22,7 @@ func (s *Service) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 	if err == nil {
 		return &runtimeapi.StartContainerResponse{}, nil
 	}
-	if libdocker.IsNotFound(err) {
+	if libdocker.IsNotFound(err) && !errors.Is(err, libdocker.ErrRuntimeFailed) {
 		return nil, notFoundf("container %q not found", id)
 	}
 	// Only a failure costs a lookup of the pod's runtime, for the error message.

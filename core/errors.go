@@ -36,11 +36,11 @@ func dockerError(err error, format string, args ...any) error {
 		code = codes.DeadlineExceeded
 	case errors.Is(err, context.Canceled):
 		code = codes.Canceled
+	case errors.Is(err, libdocker.ErrUnknownRuntime), errors.Is(err, libdocker.ErrRuntimeFailed):
+		code = codes.FailedPrecondition
 	case libdocker.IsNotFound(err):
 		code = codes.NotFound
 	case libdocker.IsConflict(err):
-		code = codes.FailedPrecondition
-	case errors.Is(err, libdocker.ErrUnknownRuntime), errors.Is(err, libdocker.ErrRuntimeFailed):
 		code = codes.FailedPrecondition
 	}
 	return status.Error(code, msg)

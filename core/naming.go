@@ -3,8 +3,10 @@ package core
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -37,6 +39,9 @@ const (
 	dockerRuntimeLabel = ourLabelPrefix + "docker-runtime"
 	// userImageLabel is the image as the user wrote it, when the kubelet passed a resolved ID.
 	userImageLabel = ourLabelPrefix + "user-image"
+	// criKeysLabel lists the Docker label keys that hold CRI labels and annotations: Docker
+	// merges the image's labels into the container's, and those must not come back as CRI labels.
+	criKeysLabel = ourLabelPrefix + "cri-keys"
 )
 
 // internalLabels are Docker labels of ours that are never returned as CRI labels.
@@ -114,25 +119,44 @@ func (p parsedName) containerMetadata() *runtimeapi.ContainerMetadata {
 	return &runtimeapi.ContainerMetadata{Name: p.container, Attempt: p.attempt}
 }
 
-// makeLabels merges CRI labels and annotations into Docker labels, as upstream does.
+// makeLabels merges CRI labels and annotations into Docker labels, as upstream does, and
+// records which keys they are.
 func makeLabels(labels, annotations map[string]string) map[string]string {
-	out := make(map[string]string, len(labels)+len(annotations)+4)
+	out := make(map[string]string, len(labels)+len(annotations)+5)
+	keys := make([]string, 0, len(labels)+len(annotations))
 	for k, v := range labels {
 		out[k] = v
+		keys = append(keys, k)
 	}
 	for k, v := range annotations {
 		out[annotationPrefix+k] = v
+		keys = append(keys, annotationPrefix+k)
 	}
+	sort.Strings(keys)
+	raw, _ := json.Marshal(keys)
+	out[criKeysLabel] = string(raw)
 	return out
 }
 
 // splitLabels is the inverse of makeLabels: it returns the CRI labels and annotations of a
-// Docker object, without any label of ours.
+// Docker object, without labels of ours or of the image. Objects made by upstream cri-dockerd
+// carry no key list: all their labels but the internal ones count.
 func splitLabels(dockerLabels map[string]string) (labels, annotations map[string]string) {
 	labels = map[string]string{}
 	annotations = map[string]string{}
+	var criKeys map[string]bool
+	if raw, ok := dockerLabels[criKeysLabel]; ok {
+		var keys []string
+		if json.Unmarshal([]byte(raw), &keys) == nil {
+			criKeys = make(map[string]bool, len(keys))
+			for _, k := range keys {
+				criKeys[k] = true
+			}
+		}
+	}
 	for k, v := range dockerLabels {
 		switch {
+		case criKeys != nil && !criKeys[k]:
 		case internalLabels[k], strings.HasPrefix(k, ourLabelPrefix):
 		case strings.HasPrefix(k, annotationPrefix):
 			annotations[strings.TrimPrefix(k, annotationPrefix)] = v

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -199,7 +201,7 @@ func (s *Service) runtimeFailure(ctx context.Context, err error, what string, rt
 		return dockerError(err, "%s", what)
 	}
 	name := rt.DockerRuntime
-	cause := "the runtime failed to create the container"
+	cause := ""
 	if info, ierr := s.runtimes.get(ctx); ierr == nil {
 		if name == "" {
 			name = info.DefaultRuntime
@@ -212,12 +214,24 @@ func (s *Service) runtimeFailure(ctx context.Context, err error, what string, rt
 	if handler == "" {
 		handler = "(default)"
 	}
-	return status.Errorf(codes.FailedPrecondition, "%s: runtime handler %q (Docker runtime %q) cannot run containers: %s; Docker said: %v",
-		what, handler, name, cause, err)
+	// When we found what is wrong, that is the whole message; Docker's own is a page of noise.
+	if cause == "" {
+		cause = fmt.Sprintf("Docker said: %v", err)
+	}
+	return status.Errorf(codes.FailedPrecondition, "%s: runtime handler %q (Docker runtime %q) cannot run containers: %s; fix the runtime's entry in /etc/docker/daemon.json and reload dockerd",
+		what, handler, name, cause)
 }
 
 // runtimePathProblem says what is wrong with a runtime binary, from this node's point of view.
 func runtimePathProblem(path string) string {
+	if !filepath.IsAbs(path) {
+		// Docker looks a bare runtime name up in its PATH.
+		found, err := exec.LookPath(path)
+		if err != nil {
+			return fmt.Sprintf("its path %q is not found in PATH", path)
+		}
+		path = found
+	}
 	fi, err := os.Stat(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
@@ -229,5 +243,5 @@ func runtimePathProblem(path string) string {
 	case fi.Mode()&0o111 == 0:
 		return fmt.Sprintf("its path %s is not executable", path)
 	}
-	return fmt.Sprintf("the runtime %s failed to create the container", path)
+	return ""
 }

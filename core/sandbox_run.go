@@ -94,8 +94,8 @@ func (s *Service) sandboxDockerConfig(cfg *runtimeapi.PodSandboxConfig, rt podRu
 		Labels: labels,
 	}
 	hostCfg := &container.HostConfig{
-		Runtime:      rt.DockerRuntime,
-		OomScoreAdj:  s.oomScoreAdj(sandboxOOMScoreAdj),
+		Runtime:     rt.DockerRuntime,
+		OomScoreAdj: s.oomScoreAdj(sandboxOOMScoreAdj),
 		// Containers of the pod join the sandbox's IPC namespace: Docker requires it shareable.
 		IpcMode: container.IPCModeShareable,
 		// The sandbox runs no workload; keep Docker's restart policy out of the kubelet's way.

@@ -20,7 +20,7 @@ import (
 // Client is the subset of the Docker Engine API that cri-dockerd uses.
 type Client interface {
 	Ping(ctx context.Context) error
-	// APIVersion is the Engine API version negotiated with the daemon ("" before the first call).
+	// APIVersion is the Engine API version negotiated with the daemon (the client's own before the first call).
 	APIVersion() string
 	Version(ctx context.Context) (types.Version, error)
 	Info(ctx context.Context) (system.Info, error)

@@ -1,0 +1,193 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-dockerd/cri-dockerd/libdocker"
+)
+
+func TestHandlerResolvesToDockerRuntimeForSandboxAndContainers(t *testing.T) {
+	for _, tc := range []struct {
+		handler     string
+		aliases     map[string]string
+		apiVersion  string
+		wantRuntime string // as Docker records it
+	}{
+		{handler: "", wantRuntime: "runc"},
+		{handler: "docker", wantRuntime: "runc"},
+		{handler: "kata", wantRuntime: "kata"},
+		{handler: "spin", aliases: map[string]string{"spin": "io.containerd.spin.v2"}, apiVersion: "1.43", wantRuntime: "io.containerd.spin.v2"},
+		{handler: "alt", aliases: map[string]string{"alt": "kata"}, wantRuntime: "kata"},
+	} {
+		t.Run(tc.handler, func(t *testing.T) {
+			fake := libdocker.NewFake()
+			fake.AddRuntime("kata", "/usr/bin/kata-runtime")
+			if tc.apiVersion != "" {
+				fake.SetAPIVersion(tc.apiVersion)
+			}
+			s := newTestService(t, fake, Options{RuntimeHandlerAliases: tc.aliases})
+			podID, podCfg := runPod(t, s, "p", tc.handler)
+			c1 := createContainer(t, s, podID, podCfg, "c1")
+			c2 := createContainer(t, s, podID, podCfg, "c2")
+			for _, id := range []string{podID, c1, c2} {
+				if got := dockerRuntimeOf(t, fake, id); got != tc.wantRuntime {
+					t.Errorf("container %s: HostConfig.Runtime = %q, want %q", id[:12], got, tc.wantRuntime)
+				}
+			}
+			st, err := s.PodSandboxStatus(context.Background(), &runtimeapi.PodSandboxStatusRequest{PodSandboxId: podID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Status.RuntimeHandler != tc.handler {
+				t.Errorf("PodSandboxStatus.runtime_handler = %q, want %q as requested", st.Status.RuntimeHandler, tc.handler)
+			}
+			list, err := s.ListPodSandbox(context.Background(), &runtimeapi.ListPodSandboxRequest{})
+			if err != nil || len(list.Items) != 1 || list.Items[0].RuntimeHandler != tc.handler {
+				t.Errorf("ListPodSandbox = %v, %v; want one pod with handler %q", list, err, tc.handler)
+			}
+		})
+	}
+}
+
+func TestRunPodSandboxUnknownHandlerLeavesNothing(t *testing.T) {
+	fake := libdocker.NewFake()
+	s := newTestService(t, fake, Options{RuntimeHandlerAliases: map[string]string{"spin": "io.containerd.spin.v2"}})
+	for _, tc := range []struct{ handler, wantInMessage string }{
+		{"nosuch", "--runtime-handler nosuch=DOCKER_RUNTIME"},
+		// Docker 20.10 (API 1.41) does not run unconfigured containerd shims.
+		{"spin", `alias of Docker runtime "io.containerd.spin.v2"`},
+	} {
+		_, err := s.RunPodSandbox(context.Background(), &runtimeapi.RunPodSandboxRequest{Config: sandboxConfig("p"), RuntimeHandler: tc.handler})
+		wantCode(t, err, codes.InvalidArgument)
+		for _, want := range []string{fmt.Sprintf("runtime handler %q", tc.handler), "Docker knows: io.containerd.runc.v2, runc", "daemon.json", tc.wantInMessage} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error %q does not say %q", err, want)
+			}
+		}
+	}
+	if n := len(fake.Containers()); n != 0 {
+		t.Errorf("%d containers left behind", n)
+	}
+	if n := fake.Calls("CreateContainer"); n != 0 {
+		t.Errorf("CreateContainer called %d times for an unknown handler", n)
+	}
+}
+
+func TestRuntimeAddedToDockerLaterIsFoundWithoutRestart(t *testing.T) {
+	fake := libdocker.NewFake()
+	s := newTestService(t, fake, Options{})
+	s.runtimes.minInterval = 0
+	if _, err := s.RunPodSandbox(context.Background(), &runtimeapi.RunPodSandboxRequest{Config: sandboxConfig("p"), RuntimeHandler: "gvisor"}); err == nil {
+		t.Fatal("unknown handler accepted")
+	}
+	fake.AddRuntime("gvisor", "/usr/local/bin/runsc")
+	podID, _ := runPod(t, s, "p", "gvisor")
+	if got := dockerRuntimeOf(t, fake, podID); got != "gvisor" {
+		t.Errorf("runtime = %q, want gvisor", got)
+	}
+}
+
+func TestDockerInfoIsCachedNotCalledPerPod(t *testing.T) {
+	fake := libdocker.NewFake()
+	fake.AddRuntime("kata", "/usr/bin/kata-runtime")
+	s := newTestService(t, fake, Options{})
+	fake.ResetCalls()
+	for i := 0; i < 20; i++ {
+		runPod(t, s, fmt.Sprintf("p%d", i), "kata")
+	}
+	if n := fake.InfoCalls(); n != 0 {
+		t.Errorf("20 pods with a known handler made %d /info calls, want 0", n)
+	}
+	// A burst of pods with an unknown handler shares one refresh.
+	var wg sync.WaitGroup
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			_, _ = s.RunPodSandbox(context.Background(), &runtimeapi.RunPodSandboxRequest{Config: sandboxConfig(fmt.Sprintf("u%d", i)), RuntimeHandler: "nosuch"})
+		}(i)
+	}
+	wg.Wait()
+	if n := fake.InfoCalls(); n > 1 {
+		t.Errorf("20 concurrent pods with an unknown handler made %d /info calls, want at most 1", n)
+	}
+}
+
+func TestCreateContainerTakesRuntimeFromIndexWithoutInspect(t *testing.T) {
+	fake := libdocker.NewFake()
+	fake.AddRuntime("kata", "/usr/bin/kata-runtime")
+	s := newTestService(t, fake, Options{})
+	podID, podCfg := runPod(t, s, "p", "kata")
+	fake.ResetCalls()
+	createContainer(t, s, podID, podCfg, "c1")
+	if n := fake.Calls("InspectContainer") + fake.Calls("ListContainers"); n != 0 {
+		t.Errorf("CreateContainer looked the sandbox up in Docker %d times, want 0", n)
+	}
+}
+
+func TestContainerGetsPodRuntimeAfterRestart(t *testing.T) {
+	fake := libdocker.NewFake()
+	fake.AddRuntime("kata", "/usr/bin/kata-runtime")
+	first := newTestService(t, fake, Options{RuntimeHandlerAliases: map[string]string{"vm": "kata"}})
+	podID, podCfg := runPod(t, first, "p", "vm")
+
+	restarted := newTestService(t, fake, Options{RuntimeHandlerAliases: map[string]string{"vm": "kata"}})
+	fake.ResetCalls()
+	id := createContainer(t, restarted, podID, podCfg, "c1")
+	if got := dockerRuntimeOf(t, fake, id); got != "kata" {
+		t.Errorf("after restart the container got runtime %q, want kata", got)
+	}
+	if n := fake.Calls("InspectContainer"); n != 1 { // ours, above
+		t.Errorf("CreateContainer after restart inspected the sandbox (%d inspects)", n-1)
+	}
+}
+
+func TestBrokenRuntimeFailsWithCauseAndLeavesNothing(t *testing.T) {
+	fake := libdocker.NewFake()
+	dir := t.TempDir() // the classic mistake: the runtime's path is a directory
+	fake.AddRuntime("youki", dir)
+	fake.BreakRuntime("youki")
+	s := newTestService(t, fake, Options{})
+	_, err := s.RunPodSandbox(context.Background(), &runtimeapi.RunPodSandboxRequest{Config: sandboxConfig("p"), RuntimeHandler: "youki"})
+	wantCode(t, err, codes.FailedPrecondition)
+	for _, want := range []string{`runtime handler "youki"`, dir + " is a directory"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "log.json") {
+		t.Errorf("error %q repeats Docker's noise although the cause is known", err)
+	}
+	if n := len(fake.Containers()); n != 0 {
+		t.Errorf("%d containers left behind", n)
+	}
+}
+
+func TestStatusListsHandlers(t *testing.T) {
+	fake := libdocker.NewFake()
+	fake.AddRuntime("kata", "/usr/bin/kata-runtime")
+	s := newTestService(t, fake, Options{RuntimeHandlerAliases: map[string]string{"spin": "io.containerd.spin.v2"}})
+	resp, err := s.Status(context.Background(), &runtimeapi.StatusRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, h := range resp.RuntimeHandlers {
+		names = append(names, h.Name)
+	}
+	if got, want := strings.Join(names, ","), ",docker,io.containerd.runc.v2,kata,runc,spin"; got != want {
+		t.Errorf("runtime_handlers = %q, want %q", got, want)
+	}
+	for _, c := range resp.Status.Conditions {
+		if !c.Status {
+			t.Errorf("condition %s not ready: %s", c.Type, c.Message)
+		}
+	}
+}

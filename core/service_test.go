@@ -1,0 +1,97 @@
+package core
+
+import (
+	"context"
+	"io"
+	"testing"
+
+	"github.com/sirupsen/logrus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-dockerd/cri-dockerd/libdocker"
+)
+
+const (
+	testPauseImage = "registry.k8s.io/pause:3.10"
+	testImage      = "busybox:1.36"
+)
+
+// newTestService builds a Service on a fake Docker that has the pause and busybox images.
+func newTestService(t *testing.T, fake *libdocker.Fake, opts Options) *Service {
+	t.Helper()
+	if opts.PodInfraImage == "" {
+		opts.PodInfraImage = testPauseImage
+	}
+	if opts.DefaultRuntimeHandler == "" {
+		opts.DefaultRuntimeHandler = "docker"
+	}
+	logger := logrus.New()
+	logger.SetOutput(io.Discard)
+	opts.Logger = logger
+	if _, err := fake.InspectImage(context.Background(), testPauseImage); err != nil {
+		fake.AddImage(libdocker.FakeImage("", "", testPauseImage))
+		fake.AddImage(libdocker.FakeImage("", "", testImage))
+	}
+	s, err := New(context.Background(), fake, opts)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return s
+}
+
+func sandboxConfig(name string) *runtimeapi.PodSandboxConfig {
+	return &runtimeapi.PodSandboxConfig{
+		Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "ns", Uid: "uid-" + name, Attempt: 1},
+		Labels:       map[string]string{"app": name, "io.kubernetes.pod.name": name},
+		Annotations:  map[string]string{"note": "x", "kubernetes.io/config.seen": "2026-11-30"},
+		LogDirectory: "/var/log/pods/ns_" + name,
+	}
+}
+
+func containerConfig(name string) *runtimeapi.ContainerConfig {
+	return &runtimeapi.ContainerConfig{
+		Metadata:    &runtimeapi.ContainerMetadata{Name: name, Attempt: 2},
+		Image:       &runtimeapi.ImageSpec{Image: testImage},
+		Command:     []string{"sleep", "1000"},
+		Labels:      map[string]string{"io.kubernetes.container.name": name, "tier": "web"},
+		Annotations: map[string]string{"a": "b"},
+		LogPath:     name + "/0.log",
+	}
+}
+
+func runPod(t *testing.T, s *Service, name, handler string) (string, *runtimeapi.PodSandboxConfig) {
+	t.Helper()
+	cfg := sandboxConfig(name)
+	resp, err := s.RunPodSandbox(context.Background(), &runtimeapi.RunPodSandboxRequest{Config: cfg, RuntimeHandler: handler})
+	if err != nil {
+		t.Fatalf("RunPodSandbox(%q): %v", handler, err)
+	}
+	return resp.PodSandboxId, cfg
+}
+
+func createContainer(t *testing.T, s *Service, podID string, podCfg *runtimeapi.PodSandboxConfig, name string) string {
+	t.Helper()
+	resp, err := s.CreateContainer(context.Background(), &runtimeapi.CreateContainerRequest{PodSandboxId: podID, Config: containerConfig(name), SandboxConfig: podCfg})
+	if err != nil {
+		t.Fatalf("CreateContainer: %v", err)
+	}
+	return resp.ContainerId
+}
+
+func dockerRuntimeOf(t *testing.T, fake *libdocker.Fake, id string) string {
+	t.Helper()
+	c, err := fake.InspectContainer(context.Background(), id)
+	if err != nil {
+		t.Fatalf("inspect %s: %v", id, err)
+	}
+	return c.HostConfig.Runtime
+}
+
+func wantCode(t *testing.T, err error, code codes.Code) {
+	t.Helper()
+	if status.Code(err) != code {
+		t.Fatalf("got %v (code %v), want code %v", err, status.Code(err), code)
+	}
+}
