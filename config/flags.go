@@ -33,6 +33,20 @@ func (h *handlerFlag) Set(value string) error {
 	return nil
 }
 
+// merge adds the aliases of values whose names are not set yet.
+func (h *handlerFlag) merge(values []string) error {
+	for _, v := range values {
+		name, rt, err := ParseRuntimeHandler(v)
+		if err != nil {
+			return err
+		}
+		if _, set := h.aliases[name]; !set {
+			h.aliases[name] = rt
+		}
+	}
+	return nil
+}
+
 func (h *handlerFlag) Type() string { return "NAME=DOCKER_RUNTIME" }
 
 // BindFlags registers every setting on fs, writing into c.
@@ -58,7 +72,8 @@ func (c *Config) BindFlags(fs *pflag.FlagSet) {
 //	docker-endpoint: unix:///var/run/docker.sock
 //	runtime-handler: [spin=io.containerd.spin.v2, kata=kata-runtime]
 //
-// Flags given on the command line win over the file.
+// Flags given on the command line win over the file; runtime handler aliases from both are
+// merged, the command line winning for a name set in both.
 func LoadFile(path string, fs *pflag.FlagSet) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -78,12 +93,19 @@ func LoadFile(path string, fs *pflag.FlagSet) error {
 		if flag == nil || key == "config" {
 			return fmt.Errorf("config file %s: unknown setting %q", path, key)
 		}
-		if flag.Changed {
-			continue
-		}
 		values, err := settingValues(settings[key])
 		if err != nil {
 			return fmt.Errorf("config file %s: %s: %w", path, key, err)
+		}
+		if hf, ok := flag.Value.(*handlerFlag); ok {
+			// Aliases merge: the file adds handlers, the command line wins per name.
+			if err := hf.merge(values); err != nil {
+				return fmt.Errorf("config file %s: %s: %w", path, key, err)
+			}
+			continue
+		}
+		if flag.Changed {
+			continue
 		}
 		if sv, ok := flag.Value.(pflag.SliceValue); ok {
 			if err := sv.Replace(values); err != nil {

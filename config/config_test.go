@@ -1,0 +1,102 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+)
+
+func TestParseRuntimeHandler(t *testing.T) {
+	for _, tc := range []struct {
+		in, name, runtime, err string
+	}{
+		{in: "spin=io.containerd.spin.v2", name: "spin", runtime: "io.containerd.spin.v2"},
+		{in: " kata = kata-runtime ", name: "kata", runtime: "kata-runtime"},
+		{in: "spin", err: "want NAME=DOCKER_RUNTIME"},
+		{in: "=runc", err: "want NAME=DOCKER_RUNTIME"},
+		{in: "io.containerd.spin.v2=io.containerd.spin.v2", err: "not a RuntimeClass handler name"},
+		{in: "Spin=runc", err: "not a RuntimeClass handler name"},
+		{in: "x=bad/runtime", err: "not a Docker runtime name"},
+	} {
+		name, rt, err := ParseRuntimeHandler(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q: error %v, want one saying %q", tc.in, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || name != tc.name || rt != tc.runtime {
+			t.Errorf("%q: got %q %q %v", tc.in, name, rt, err)
+		}
+	}
+}
+
+func parse(t *testing.T, args []string, file string) (*Config, error) {
+	t.Helper()
+	cfg := Default()
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	cfg.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if file != "" {
+		path := filepath.Join(t.TempDir(), "config.yaml")
+		if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := LoadFile(path, fs); err != nil {
+			return nil, err
+		}
+	}
+	return cfg, cfg.Validate()
+}
+
+func TestFlagsAndConfigFile(t *testing.T) {
+	cfg, err := parse(t, []string{"--runtime-handler", "spin=io.containerd.spin.v2", "--runtime-handler=kata=kata-runtime", "--log-level", "debug"},
+		"runtime-handler: [gvisor=runsc]\nlog-level: warn\npod-infra-container-image: example.com/pause:1\nruntime-request-timeout: 30s\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"spin": "io.containerd.spin.v2", "kata": "kata-runtime", "gvisor": "runsc"}
+	if len(cfg.RuntimeHandlerAliases) != 3 {
+		t.Errorf("aliases %v, want %v", cfg.RuntimeHandlerAliases, want)
+	}
+	for k, v := range want {
+		if cfg.RuntimeHandlerAliases[k] != v {
+			t.Errorf("alias %s = %q, want %q", k, cfg.RuntimeHandlerAliases[k], v)
+		}
+	}
+	if cfg.LogLevel != "debug" {
+		t.Errorf("log level %q: the command line must win over the file", cfg.LogLevel)
+	}
+	if cfg.PodInfraContainerImage != "example.com/pause:1" || cfg.RuntimeRequestTimeout.Seconds() != 30 {
+		t.Errorf("file settings not applied: %+v", cfg)
+	}
+	cfg, err = parse(t, nil, "runtime-handler:\n  wasm: io.containerd.wasmtime.v1\n")
+	if err != nil || cfg.RuntimeHandlerAliases["wasm"] != "io.containerd.wasmtime.v1" {
+		t.Errorf("map form: %v %v", cfg, err)
+	}
+}
+
+func TestInvalidSettingsSayWhatToFix(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		file string
+		want string
+	}{
+		{args: []string{"--container-runtime-endpoint", "tcp://0.0.0.0:1"}, want: "only unix://"},
+		{args: []string{"--network-plugin", "kubenet"}, want: `--network-plugin "kubenet"`},
+		{args: []string{"--log-level", "loud"}, want: "--log-level"},
+		{args: []string{"--runtime-handler", "docker=runc"}, want: "reserved"},
+		{file: "no-such-setting: 1\n", want: `unknown setting "no-such-setting"`},
+		{file: "log-level: [a, [b]]\n", want: "nested"},
+	} {
+		_, err := parse(t, tc.args, tc.file)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v %q: error %v, want one saying %q", tc.args, tc.file, err, tc.want)
+		}
+	}
+}

@@ -1,0 +1,137 @@
+package core
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/registry"
+	"google.golang.org/grpc/codes"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-dockerd/cri-dockerd/libdocker"
+)
+
+func TestImageIdentifiersAgreeAcrossAPIs(t *testing.T) {
+	fake := libdocker.NewFake()
+	fake.AddPullable("example.com/app:1", libdocker.FakeImage("", "1002", "example.com/app:1"))
+	s := newTestService(t, fake, Options{})
+	ctx := context.Background()
+	auth := &runtimeapi.AuthConfig{Username: "u", Password: "p", ServerAddress: "example.com"}
+	pulled, err := s.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: "example.com/app:1"}, Auth: auth})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fake.LastPullAuth(); got != (registry.AuthConfig{Username: "u", Password: "p", ServerAddress: "example.com"}) {
+		t.Errorf("auth reaching Docker: %+v", got)
+	}
+	st, err := s.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: "example.com/app:1"}})
+	if err != nil || st.Image == nil {
+		t.Fatalf("ImageStatus = %v, %v", st, err)
+	}
+	if st.Image.Id != pulled.ImageRef || st.Image.Uid.GetValue() != 1002 || st.Image.Username != "" {
+		t.Errorf("image %v, pulled ref %q", st.Image, pulled.ImageRef)
+	}
+	podID, podCfg := runPod(t, s, "p", "")
+	cfg := containerConfig("c")
+	cfg.Image = &runtimeapi.ImageSpec{Image: pulled.ImageRef, UserSpecifiedImage: "example.com/app:1"}
+	resp, err := s.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: podID, Config: cfg, SandboxConfig: podCfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := s.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: resp.ContainerId})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cs.Status.ImageId != pulled.ImageRef || cs.Status.Image.Image != "example.com/app:1" {
+		t.Errorf("container image_id %q image %q", cs.Status.ImageId, cs.Status.Image.Image)
+	}
+	list, _ := s.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{Id: resp.ContainerId}})
+	if len(list.Containers) != 1 || list.Containers[0].ImageId != pulled.ImageRef {
+		t.Errorf("listed container %v", list.Containers)
+	}
+}
+
+func TestImageUserFields(t *testing.T) {
+	fake := libdocker.NewFake()
+	for _, tc := range []struct {
+		user     string
+		uid      int64
+		username string
+	}{{"1002", 1002, ""}, {"www-data", 0, "www-data"}, {"1003:1003", 1003, ""}, {"www-data:staff", 0, "www-data"}} {
+		fake.AddImage(libdocker.FakeImage("", tc.user, "u/"+tc.username+tc.user[:1]+":x"))
+		s := newTestService(t, fake, Options{})
+		st, err := s.ImageStatus(context.Background(), &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: "u/" + tc.username + tc.user[:1] + ":x"}})
+		if err != nil || st.Image == nil {
+			t.Fatalf("%s: %v %v", tc.user, st, err)
+		}
+		if st.Image.Uid.GetValue() != tc.uid || st.Image.Username != tc.username {
+			t.Errorf("USER %q: uid %v username %q", tc.user, st.Image.Uid, st.Image.Username)
+		}
+	}
+}
+
+func TestRemoveImageByOneTagRemovesAllTagsAndConcurrentRemovalsSucceed(t *testing.T) {
+	fake := libdocker.NewFake()
+	id := fake.AddImage(libdocker.FakeImage("", "", "a/img:1", "a/img:2", "b/img:3"))
+	s := newTestService(t, fake, Options{})
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, 5)
+	for i := 0; i < 5; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := s.RemoveImage(ctx, &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: "a/img:1"}})
+			if err == nil {
+				if st, _ := s.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: id}}); st.GetImage() != nil {
+					err = context.DeadlineExceeded // image still visible after a successful removal
+				}
+			}
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("concurrent RemoveImage: %v", err)
+		}
+	}
+	for _, ref := range []string{"a/img:2", "b/img:3", id} {
+		if st, _ := s.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: ref}}); st.GetImage() != nil {
+			t.Errorf("%s still present", ref)
+		}
+	}
+}
+
+func TestPullImageHonoursRequestContext(t *testing.T) {
+	fake := libdocker.NewFake()
+	fake.AddPullable("slow/img:1", libdocker.FakeImage("", "", "slow/img:1"))
+	fake.SetPullDelay(10 * time.Second)
+	s := newTestService(t, fake, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := s.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: "slow/img:1"}})
+	wantCode(t, err, codes.DeadlineExceeded)
+	if time.Since(start) > 5*time.Second {
+		t.Errorf("pull returned after %s, not when the request's deadline passed", time.Since(start))
+	}
+}
+
+func TestImageFsInfoReportsImageAndContainerFilesystems(t *testing.T) {
+	fake := libdocker.NewFake()
+	s := newTestService(t, fake, Options{})
+	resp, err := s.ImageFsInfo(context.Background(), &runtimeapi.ImageFsInfoRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.ImageFilesystems) != 1 || resp.ImageFilesystems[0].UsedBytes.GetValue() == 0 || resp.ImageFilesystems[0].FsId.Mountpoint == "" {
+		t.Errorf("image filesystems %v", resp.ImageFilesystems)
+	}
+	if len(resp.ContainerFilesystems) != 1 {
+		t.Errorf("container filesystems %v", resp.ContainerFilesystems)
+	}
+}
