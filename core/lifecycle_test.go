@@ -5,6 +5,7 @@ import (
 	"maps"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/docker/docker/api/types/container"
 	"google.golang.org/grpc/codes"
@@ -275,3 +276,42 @@ func TestStartFailureOfContainerNamesHandler(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func TestExecSyncReturnsOutputAndExitCode(t *testing.T) {
+	fake := libdocker.NewFake()
+	fake.SetExecHandler(func(_ string, cmd []string) libdocker.ExecResult {
+		if cmd[0] == "sleep" {
+			return libdocker.ExecResult{Delay: time.Minute}
+		}
+		return libdocker.ExecResult{Stdout: "hello\n", Stderr: "warn\n", ExitCode: 3}
+	})
+	s := newTestService(t, fake, Options{})
+	ctx := context.Background()
+	podID, podCfg := runPod(t, s, "p", "")
+	id := createContainer(t, s, podID, podCfg, "c")
+	_, err := s.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: id, Cmd: []string{"echo"}})
+	wantCode(t, err, codes.FailedPrecondition) // not running yet
+	if _, err := s.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: id}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := s.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: id, Cmd: []string{"echo", "hello"}, Timeout: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(resp.Stdout) != "hello\n" || string(resp.Stderr) != "warn\n" || resp.ExitCode != 3 {
+		t.Errorf("got %q %q %d", resp.Stdout, resp.Stderr, resp.ExitCode)
+	}
+	start := time.Now()
+	_, err = s.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: id, Cmd: []string{"sleep", "60"}, Timeout: 1})
+	wantCode(t, err, codes.DeadlineExceeded)
+	if time.Since(start) > 10*time.Second {
+		t.Errorf("timeout of 1 s returned after %s", time.Since(start))
+	}
+	if n := fake.ExecRunning(id); n != 0 {
+		t.Errorf("%d timed-out exec processes still running", n)
+	}
+	_, err = s.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: "nope", Cmd: []string{"true"}})
+	wantCode(t, err, codes.NotFound)
+	_, err = s.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: id})
+	wantCode(t, err, codes.InvalidArgument)
+}

@@ -6,6 +6,9 @@ package libdocker
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"syscall"
 	"time"
 
 	"github.com/docker/docker/api/types"
@@ -32,6 +35,15 @@ type Client interface {
 	RemoveContainer(ctx context.Context, id string, opts container.RemoveOptions) error
 	InspectContainer(ctx context.Context, id string) (*container.InspectResponse, error)
 	ListContainers(ctx context.Context, opts container.ListOptions) ([]container.Summary, error)
+
+	// CreateExec prepares a process in a running container; AttachExec starts it and returns
+	// its multiplexed output stream; InspectExec reports its state and exit code.
+	CreateExec(ctx context.Context, id string, opts container.ExecOptions) (string, error)
+	AttachExec(ctx context.Context, execID string, opts container.ExecAttachOptions) (types.HijackedResponse, error)
+	InspectExec(ctx context.Context, execID string) (container.ExecInspect, error)
+	// KillExec kills an exec'd process that is still running. Docker has no API for it, so the
+	// real client signals the process's host PID: cri-dockerd runs on Docker's node.
+	KillExec(ctx context.Context, execID string) error
 
 	InspectImage(ctx context.Context, ref string) (*image.InspectResponse, error)
 	ListImages(ctx context.Context, opts image.ListOptions) ([]image.Summary, error)
@@ -147,6 +159,37 @@ func (c *client) ListContainers(ctx context.Context, opts container.ListOptions)
 	defer cancel()
 	list, err := c.api.ContainerList(ctx, opts)
 	return list, classify(err)
+}
+
+func (c *client) CreateExec(ctx context.Context, id string, opts container.ExecOptions) (string, error) {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	resp, err := c.api.ContainerExecCreate(ctx, id, opts)
+	return resp.ID, classify(err)
+}
+
+// AttachExec is bounded by the caller's context only: the stream lives as long as the process.
+func (c *client) AttachExec(ctx context.Context, execID string, opts container.ExecAttachOptions) (types.HijackedResponse, error) {
+	resp, err := c.api.ContainerExecAttach(ctx, execID, opts)
+	return resp, classify(err)
+}
+
+func (c *client) InspectExec(ctx context.Context, execID string) (container.ExecInspect, error) {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	resp, err := c.api.ContainerExecInspect(ctx, execID)
+	return resp, classify(err)
+}
+
+func (c *client) KillExec(ctx context.Context, execID string) error {
+	inspect, err := c.InspectExec(ctx, execID)
+	if err != nil || !inspect.Running || inspect.Pid <= 0 {
+		return err
+	}
+	if err := syscall.Kill(inspect.Pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("kill exec process %d: %w", inspect.Pid, err)
+	}
+	return nil
 }
 
 func (c *client) InspectImage(ctx context.Context, ref string) (*image.InspectResponse, error) {

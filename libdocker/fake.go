@@ -55,6 +55,8 @@ type Fake struct {
 	persistErrs   map[string]error
 	seq, nextPid  int
 	stopExitCodes map[string]int
+	execs         map[string]*fakeExec
+	execHandler   ExecHandler
 }
 
 type fakeContainer struct {
