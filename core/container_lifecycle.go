@@ -20,6 +20,7 @@ func (s *Service) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 	}
 	err := s.docker.StartContainer(ctx, id)
 	if err == nil {
+		s.linkLogAfterStart(ctx, id)
 		return &runtimeapi.StartContainerResponse{}, nil
 	}
 	if libdocker.IsNotFound(err) && !errors.Is(err, libdocker.ErrRuntimeFailed) {
