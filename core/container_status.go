@@ -3,7 +3,6 @@ package core
 import (
 	"context"
 	"encoding/json"
-	"strings"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
@@ -118,35 +117,21 @@ func criMounts(mounts []container.MountPoint) []*runtimeapi.Mount {
 // sandbox, state and labels.
 func (s *Service) ListContainers(ctx context.Context, req *runtimeapi.ListContainersRequest) (*runtimeapi.ListContainersResponse, error) {
 	f := req.GetFilter()
-	args := libdocker.LabelFilter(containerTypeLabel + "=" + containerTypeContainer)
+	var extra []string
 	if f.GetPodSandboxId() != "" {
-		args.Add("label", sandboxIDLabel+"="+f.GetPodSandboxId())
+		extra = append(extra, sandboxIDLabel+"="+f.GetPodSandboxId())
 	}
-	for k, v := range f.GetLabelSelector() {
-		args.Add("label", k+"="+v)
-	}
-	if f.GetId() != "" {
-		args.Add("id", f.GetId())
-	}
-	list, err := s.docker.ListContainers(ctx, container.ListOptions{All: true, Filters: args})
+	list, err := s.listOurs(ctx, containerTypeContainer, f.GetId(), f.GetLabelSelector(), extra...)
 	if err != nil {
 		return nil, dockerError(err, "list containers")
 	}
 	out := make([]*runtimeapi.Container, 0, len(list))
 	for _, c := range list {
-		if len(c.Names) == 0 || !strings.HasPrefix(c.ID, f.GetId()) {
-			continue
-		}
-		name, err := parseName(c.Names[0])
-		if err != nil {
-			s.log.Debugf("skipping container %s: %v", c.ID, err)
-			continue
-		}
 		labels, annotations := splitLabels(c.Labels)
 		ctr := &runtimeapi.Container{
 			Id:           c.ID,
 			PodSandboxId: c.Labels[sandboxIDLabel],
-			Metadata:     name.containerMetadata(),
+			Metadata:     c.name.containerMetadata(),
 			Image:        &runtimeapi.ImageSpec{Image: specifiedImage(c.Image, c.Labels)},
 			ImageRef:     c.ImageID,
 			ImageId:      c.ImageID,

@@ -34,15 +34,7 @@ func (s *Service) ListImages(ctx context.Context, req *runtimeapi.ListImagesRequ
 	}
 	out := make([]*runtimeapi.Image, 0, len(list))
 	for _, img := range list {
-		ci := &runtimeapi.Image{
-			Id:          img.ID,
-			RepoTags:    realReferences(img.RepoTags),
-			RepoDigests: realReferences(img.RepoDigests),
-			Size:        uint64(img.Size),
-			Spec:        &runtimeapi.ImageSpec{Image: img.ID},
-		}
-		ci.Pinned = s.isPinned(ci.RepoTags)
-		out = append(out, ci)
+		out = append(out, s.newCRIImage(img.ID, img.RepoTags, img.RepoDigests, img.Size))
 	}
 	return &runtimeapi.ListImagesResponse{Images: out}, nil
 }
@@ -68,15 +60,21 @@ func (s *Service) isPinned(tags []string) bool {
 	return false
 }
 
-func (s *Service) criImage(img *image.InspectResponse) *runtimeapi.Image {
+// newCRIImage is the part of a CRI image that both Docker's list and inspect tell.
+func (s *Service) newCRIImage(id string, tags, digests []string, size int64) *runtimeapi.Image {
 	ci := &runtimeapi.Image{
-		Id:          img.ID,
-		RepoTags:    realReferences(img.RepoTags),
-		RepoDigests: realReferences(img.RepoDigests),
-		Size:        uint64(img.Size),
-		Spec:        &runtimeapi.ImageSpec{Image: img.ID},
+		Id:          id,
+		RepoTags:    realReferences(tags),
+		RepoDigests: realReferences(digests),
+		Size:        uint64(size),
+		Spec:        &runtimeapi.ImageSpec{Image: id},
 	}
 	ci.Pinned = s.isPinned(ci.RepoTags)
+	return ci
+}
+
+func (s *Service) criImage(img *image.InspectResponse) *runtimeapi.Image {
+	ci := s.newCRIImage(img.ID, img.RepoTags, img.RepoDigests, img.Size)
 	if img.Config != nil {
 		// USER may be "uid", "name", "uid:gid" or "name:group"; the CRI reports the user part.
 		user, _, _ := strings.Cut(img.Config.User, ":")

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -10,7 +11,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/docker/docker/api/types/container"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-dockerd/cri-dockerd/libdocker"
 )
 
 // Docker object names and labels follow the scheme of dockershim and upstream cri-dockerd, so that
@@ -175,4 +179,40 @@ func matchesSelector(labels, selector map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// listed is a Docker container of ours with what its name says.
+type listed struct {
+	container.Summary
+	name parsedName
+}
+
+// listOurs lists, in one Docker call, the containers of one kind (sandbox or container) whose
+// ID starts with idPrefix and that carry every label of selector and of extra. Docker's id
+// filter matches anywhere in the ID, so the prefix is checked again here.
+func (s *Service) listOurs(ctx context.Context, kind, idPrefix string, selector map[string]string, extra ...string) ([]listed, error) {
+	args := libdocker.LabelFilter(append([]string{containerTypeLabel + "=" + kind}, extra...)...)
+	for k, v := range selector {
+		args.Add("label", k+"="+v)
+	}
+	if idPrefix != "" {
+		args.Add("id", idPrefix)
+	}
+	list, err := s.docker.ListContainers(ctx, container.ListOptions{All: true, Filters: args})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]listed, 0, len(list))
+	for _, c := range list {
+		if len(c.Names) == 0 || !strings.HasPrefix(c.ID, idPrefix) {
+			continue
+		}
+		name, err := parseName(c.Names[0])
+		if err != nil {
+			s.log.Debugf("skipping %s %s: %v", kind, c.ID, err)
+			continue
+		}
+		out = append(out, listed{Summary: c, name: name})
+	}
+	return out, nil
 }

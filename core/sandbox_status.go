@@ -3,7 +3,6 @@ package core
 import (
 	"context"
 	"encoding/json"
-	"strings"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
@@ -124,31 +123,16 @@ func parseDockerTime(value string) int64 {
 // labels.
 func (s *Service) ListPodSandbox(ctx context.Context, req *runtimeapi.ListPodSandboxRequest) (*runtimeapi.ListPodSandboxResponse, error) {
 	f := req.GetFilter()
-	args := libdocker.LabelFilter(containerTypeLabel + "=" + containerTypeSandbox)
-	for k, v := range f.GetLabelSelector() {
-		args.Add("label", k+"="+v)
-	}
-	if f.GetId() != "" {
-		args.Add("id", f.GetId())
-	}
-	list, err := s.docker.ListContainers(ctx, container.ListOptions{All: true, Filters: args})
+	list, err := s.listOurs(ctx, containerTypeSandbox, f.GetId(), f.GetLabelSelector())
 	if err != nil {
 		return nil, dockerError(err, "list pod sandboxes")
 	}
 	out := make([]*runtimeapi.PodSandbox, 0, len(list))
 	for _, c := range list {
-		if len(c.Names) == 0 {
-			continue
-		}
-		name, err := parseName(c.Names[0])
-		if err != nil {
-			s.log.Debugf("skipping sandbox %s: %v", c.ID, err)
-			continue
-		}
 		labels, annotations := splitLabels(c.Labels)
 		sb := &runtimeapi.PodSandbox{
 			Id:             c.ID,
-			Metadata:       name.sandboxMetadata(),
+			Metadata:       c.name.sandboxMetadata(),
 			State:          runtimeapi.PodSandboxState_SANDBOX_NOTREADY,
 			CreatedAt:      c.Created * int64(time.Second),
 			Labels:         labels,
@@ -161,7 +145,7 @@ func (s *Service) ListPodSandbox(ctx context.Context, req *runtimeapi.ListPodSan
 		if f.GetState() != nil && f.GetState().State != sb.State {
 			continue
 		}
-		if !matchesSelector(labels, f.GetLabelSelector()) || !strings.HasPrefix(c.ID, f.GetId()) {
+		if !matchesSelector(labels, f.GetLabelSelector()) {
 			continue
 		}
 		out = append(out, sb)
