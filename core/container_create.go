@@ -9,6 +9,8 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/strslice"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -62,7 +64,13 @@ func validateContainerConfig(cfg *runtimeapi.ContainerConfig) error {
 	if cfg.GetImage().GetImage() == "" {
 		return invalidf("container config: image is required")
 	}
+	if sc := cfg.GetLinux().GetSecurityContext(); sc.GetRunAsGroup() != nil && sc.GetRunAsUser() == nil && sc.GetRunAsUsername() == "" {
+		return invalidf("container config: run_as_group needs run_as_user or run_as_username")
+	}
 	for _, m := range cfg.Mounts {
+		if m.GetImage().GetImage() != "" {
+			return status.Errorf(codes.Unimplemented, "mount of image %q at %q: image volumes are not supported yet", m.Image.Image, m.ContainerPath)
+		}
 		if m.ContainerPath == "" || !filepath.IsAbs(m.ContainerPath) {
 			return invalidf("mount %q -> %q: container_path must be an absolute path", m.HostPath, m.ContainerPath)
 		}

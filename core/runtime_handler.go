@@ -193,9 +193,11 @@ func unknownHandlerError(handler, dockerRuntime string, aliased bool, info *dock
 		what, dockerRuntime, info.names(), hint)
 }
 
-// runtimeFailure explains a start that failed inside the OCI runtime: Docker's own message
-// ("OCI runtime create failed: ... fork/exec /path: permission denied") names neither the handler
-// nor what is wrong with the runtime, so look at the runtime's path ourselves.
+// runtimeFailure explains a create or start that failed inside the OCI runtime. Docker's own
+// message ("OCI runtime create failed: ... fork/exec /path: permission denied") names neither the
+// handler nor what is wrong, so look at the runtime's binary ourselves. When the binary looks
+// fine the cause lies elsewhere (capabilities, mounts...): Docker's message is then the answer,
+// with the handler added.
 func (s *Service) runtimeFailure(ctx context.Context, err error, what string, rt podRuntime) error {
 	if !errors.Is(err, libdocker.ErrRuntimeFailed) {
 		return dockerError(err, "%s", what)
@@ -214,9 +216,8 @@ func (s *Service) runtimeFailure(ctx context.Context, err error, what string, rt
 	if handler == "" {
 		handler = "(default)"
 	}
-	// When we found what is wrong, that is the whole message; Docker's own is a page of noise.
 	if cause == "" {
-		cause = fmt.Sprintf("Docker said: %v", err)
+		return dockerError(err, "%s (runtime handler %q, Docker runtime %q)", what, handler, name)
 	}
 	return status.Errorf(codes.FailedPrecondition, "%s: runtime handler %q (Docker runtime %q) cannot run containers: %s; fix the runtime's entry in /etc/docker/daemon.json and reload dockerd",
 		what, handler, name, cause)
@@ -225,10 +226,11 @@ func (s *Service) runtimeFailure(ctx context.Context, err error, what string, rt
 // runtimePathProblem says what is wrong with a runtime binary, from this node's point of view.
 func runtimePathProblem(path string) string {
 	if !filepath.IsAbs(path) {
-		// Docker looks a bare runtime name up in its PATH.
+		// Docker looks a bare name up in its own PATH, which we cannot see: only judge what
+		// ours finds.
 		found, err := exec.LookPath(path)
 		if err != nil {
-			return fmt.Sprintf("its path %q is not found in PATH", path)
+			return ""
 		}
 		path = found
 	}

@@ -191,3 +191,15 @@ func TestStatusListsHandlers(t *testing.T) {
 		}
 	}
 }
+
+func TestStartFailureWithHealthyRuntimeKeepsDockersReason(t *testing.T) {
+	fake := libdocker.NewFake()
+	s := newTestService(t, fake, Options{})
+	podID, podCfg := runPod(t, s, "p", "")
+	id := createContainer(t, s, podID, podCfg, "c")
+	fake.InjectError("StartContainer", fmt.Errorf("OCI runtime create failed: unable to apply caps: operation not permitted: unknown"))
+	_, err := s.StartContainer(context.Background(), &runtimeapi.StartContainerRequest{ContainerId: id})
+	if err == nil || !strings.Contains(err.Error(), "unable to apply caps") || strings.Contains(err.Error(), "cannot run containers") {
+		t.Errorf("error %v: want Docker's reason, not a claim that the runtime is broken", err)
+	}
+}

@@ -102,6 +102,9 @@ func (s *Service) sandboxDockerConfig(cfg *runtimeapi.PodSandboxConfig, rt podRu
 		RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyDisabled},
 	}
 	hostCfg.CgroupParent = cfg.GetLinux().GetCgroupParent()
+	// Namespaced sysctls (IPC, network) set on the sandbox hold for every container that
+	// joins its namespaces.
+	hostCfg.Sysctls = cfg.GetLinux().GetSysctls()
 	if nsOpts.GetIpc() == runtimeapi.NamespaceMode_NODE {
 		hostCfg.IpcMode = "host"
 	}

@@ -2,7 +2,6 @@ package libdocker
 
 import (
 	"errors"
-	"fmt"
 	"strings"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -31,10 +30,19 @@ func classify(err error) error {
 	msg := err.Error()
 	switch {
 	case strings.Contains(msg, "Unknown runtime specified"), strings.Contains(msg, "unknown or invalid runtime name"):
-		return fmt.Errorf("%w: %w", ErrUnknownRuntime, err)
+		return classified{err: err, kind: ErrUnknownRuntime}
 	case strings.Contains(msg, "OCI runtime create failed"), strings.Contains(msg, "OCI runtime start failed"),
 		strings.Contains(msg, "failed to create shim"), strings.Contains(msg, "failed to start shim"):
-		return fmt.Errorf("%w: %w", ErrRuntimeFailed, err)
+		return classified{err: err, kind: ErrRuntimeFailed}
 	}
 	return err
 }
+
+// classified adds a kind to Docker's error without changing its text.
+type classified struct {
+	err  error
+	kind error
+}
+
+func (c classified) Error() string   { return c.err.Error() }
+func (c classified) Unwrap() []error { return []error{c.kind, c.err} }
