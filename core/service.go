@@ -36,8 +36,19 @@ type Options struct {
 	// RuntimeInfoMaxAge bounds how stale the cached Docker /info may be for Status; a lookup of
 	// an unknown runtime refreshes it sooner (see runtime_handler.go).
 	RuntimeInfoMaxAge time.Duration
+	// RootDirectory holds state that Docker cannot keep for us (log positions, checkpoints).
+	RootDirectory string
+	// Streaming serves exec, attach and port-forward sessions; nil answers Unimplemented.
+	Streaming StreamingServer
 	// Logger defaults to logrus' standard logger.
 	Logger *logrus.Logger
+}
+
+// StreamingServer hands out the URLs of streaming sessions (k8s.io/cri-streaming's Server).
+type StreamingServer interface {
+	GetExec(*runtimeapi.ExecRequest) (*runtimeapi.ExecResponse, error)
+	GetAttach(*runtimeapi.AttachRequest) (*runtimeapi.AttachResponse, error)
+	GetPortForward(*runtimeapi.PortForwardRequest) (*runtimeapi.PortForwardResponse, error)
 }
 
 // Service serves the CRI RuntimeService and ImageService.

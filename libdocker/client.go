@@ -22,6 +22,9 @@ import (
 
 // Client is the subset of the Docker Engine API that cri-dockerd uses.
 type Client interface {
+	StreamingClient
+	LogClient
+
 	Ping(ctx context.Context) error
 	// APIVersion is the Engine API version negotiated with the daemon (the client's own before the first call).
 	APIVersion() string

@@ -54,6 +54,7 @@ func serve(ctx context.Context, cfg *config.Config) error {
 		RuntimeHandlerAliases:     cfg.RuntimeHandlerAliases,
 		DefaultRuntimeHandler:     cfg.DefaultRuntimeHandler,
 		NetworkPlugin:             cfg.NetworkPlugin,
+		RootDirectory:             cfg.RootDirectory,
 		Logger:                    logger,
 	})
 	if err != nil {

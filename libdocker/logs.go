@@ -1,0 +1,4 @@
+package libdocker
+
+// LogClient is what container logs need of Docker.
+type LogClient interface{}
