@@ -93,6 +93,10 @@ func (s *Service) containerDockerConfig(sandboxID string, rt podRuntime, cfg *ru
 	labels[sandboxIDLabel] = sandboxID
 	if dir, path := sandboxCfg.LogDirectory, cfg.LogPath; dir != "" && path != "" {
 		labels[containerLogPathLabel] = filepath.Join(dir, path)
+		labels[logLabel] = logCRI
+		if cfg.Tty {
+			labels[logLabel] = logCRIWithT
+		}
 	}
 	if user := cfg.Image.UserSpecifiedImage; user != "" && user != cfg.Image.Image {
 		labels[userImageLabel] = user

@@ -20,7 +20,10 @@ func (s *Service) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 	}
 	err := s.docker.StartContainer(ctx, id)
 	if err == nil {
-		s.linkLogAfterStart(ctx, id)
+		// One inspect for what the log follower needs: the full ID and the labels.
+		if c, ierr := s.docker.InspectContainer(ctx, id); ierr == nil && c.Config != nil {
+			s.followLog(c.ID, c.Config.Labels)
+		}
 		return &runtimeapi.StartContainerResponse{}, nil
 	}
 	if libdocker.IsNotFound(err) && !errors.Is(err, libdocker.ErrRuntimeFailed) {

@@ -3,51 +3,77 @@ package core
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
+	"time"
 
 	"github.com/docker/docker/api/types/container"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-dockerd/cri-dockerd/containerlog"
+	"github.com/cri-dockerd/cri-dockerd/libdocker"
 )
 
-// Container logs, for now as upstream cri-dockerd does: the kubelet's log path is a symlink to
-// Docker's json-file log, which the kubelet's log reader understands. It goes away with the
-// container.
+// Containers we create with a log path get their output written there in the CRI log format
+// by package containerlog. The label logLabel marks them (and says whether they have a TTY):
+// containers created by upstream cri-dockerd keep the symlink to Docker's json log they have.
+const (
+	logLabel    = ourLabelPrefix + "log"
+	logCRI      = "cri"
+	logCRIWithT = "cri-tty"
+)
 
-// linkContainerLog points the container's CRI log path at Docker's log file.
-func (s *Service) linkContainerLog(c *container.InspectResponse) {
-	path := c.Config.Labels[containerLogPathLabel]
-	if path == "" || c.LogPath == "" {
-		return
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		s.log.WithField("id", c.ID).Warnf("container log directory: %v", err)
-		return
-	}
-	// A restarted container (a new attempt) may find its predecessor's link.
-	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSymlink != 0 {
-		_ = os.Remove(path)
-	}
-	if err := os.Symlink(c.LogPath, path); err != nil && !errors.Is(err, os.ErrExist) {
-		s.log.WithField("id", c.ID).Warnf("link container log %s -> %s: %v", path, c.LogPath, err)
-	}
-}
+// drainTimeout bounds how long ContainerStatus waits for the last lines of an exited container.
+const drainTimeout = 5 * time.Second
 
-// unlinkContainerLog removes the link that linkContainerLog made, and nothing else.
-func unlinkContainerLog(labels map[string]string) {
+// followLog starts writing a container's log from its labels.
+func (s *Service) followLog(id string, labels map[string]string) {
 	path := labels[containerLogPathLabel]
-	if path == "" {
+	mode := labels[logLabel]
+	if path == "" || (mode != logCRI && mode != logCRIWithT) {
 		return
 	}
-	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSymlink != 0 {
-		_ = os.Remove(path)
-	}
+	s.logs.Follow(id, path, mode == logCRIWithT)
 }
 
-// linkLogAfterStart inspects a started container once to learn its Docker log file.
-func (s *Service) linkLogAfterStart(ctx context.Context, id string) {
-	c, err := s.docker.InspectContainer(ctx, id)
-	if err != nil || c.Config == nil {
-		return
+// followExistingLogs resumes the logs of the containers Docker has, after a restart.
+func (s *Service) followExistingLogs(ctx context.Context) error {
+	list, err := s.docker.ListContainers(ctx, container.ListOptions{All: true, Filters: libdocker.LabelFilter(
+		containerTypeLabel+"="+containerTypeContainer, logLabel)})
+	if err != nil {
+		return err
 	}
-	s.linkContainerLog(c)
+	for _, c := range list {
+		s.followLog(c.ID, c.Labels)
+	}
+	return nil
+}
+
+// ReopenContainerLog starts a new log file at the container's log path, after the kubelet
+// renamed the old one (log rotation).
+func (s *Service) ReopenContainerLog(ctx context.Context, req *runtimeapi.ReopenContainerLogRequest) (*runtimeapi.ReopenContainerLogResponse, error) {
+	id := req.GetContainerId()
+	if id == "" {
+		return nil, invalidf("container_id is required")
+	}
+	c, err := s.docker.InspectContainer(ctx, id)
+	if err != nil {
+		if libdocker.IsNotFound(err) {
+			return nil, notFoundf("container %q not found", id)
+		}
+		return nil, dockerError(err, "inspect container %q", id)
+	}
+	if c.Config == nil || c.Config.Labels[containerTypeLabel] != containerTypeContainer {
+		return nil, notFoundf("container %q not found: it is not a CRI container", id)
+	}
+	if c.State == nil || !c.State.Running {
+		return nil, status.Errorf(codes.FailedPrecondition, "container %q is not running: its log is complete and needs no reopening", id)
+	}
+	if err := s.logs.Reopen(c.ID); err != nil {
+		if errors.Is(err, containerlog.ErrNotFollowed) {
+			return nil, status.Errorf(codes.FailedPrecondition, "container %q has no CRI log file (no log_path, or created by another cri-dockerd)", id)
+		}
+		return nil, status.Errorf(codes.Internal, "reopen log of container %q: %v", id, err)
+	}
+	return &runtimeapi.ReopenContainerLogResponse{}, nil
 }

@@ -66,6 +66,12 @@ func (s *Service) ContainerStatus(ctx context.Context, req *runtimeapi.Container
 		}
 		st.Message = state.Error
 	}
+	if st.State == runtimeapi.ContainerState_CONTAINER_EXITED {
+		// The kubelet reads the log once it sees the container exited: let the last lines land.
+		drainCtx, cancel := context.WithTimeout(ctx, drainTimeout)
+		s.logs.Drained(drainCtx, c.ID)
+		cancel()
+	}
 	resp := &runtimeapi.ContainerStatusResponse{Status: st}
 	if req.Verbose {
 		raw, _ := json.Marshal(c)

@@ -84,24 +84,19 @@ func (s *Service) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePo
 	return &runtimeapi.RemovePodSandboxResponse{}, nil
 }
 
-// removeContainer force-removes a container with its anonymous volumes and its log link; gone
-// already is fine.
+// removeContainer force-removes a container with its anonymous volumes and forgets its log
+// position; gone already is fine.
 func (s *Service) removeContainer(ctx context.Context, id string) error {
-	var labels map[string]string
-	if c, err := s.docker.InspectContainer(ctx, id); err == nil && c.Config != nil {
-		labels = c.Config.Labels
-	}
 	err := s.docker.RemoveContainer(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
-	if err == nil || libdocker.IsNotFound(err) {
-		unlinkContainerLog(labels)
-		return nil
-	}
 	// Docker answers a conflict while another call is already removing the container.
 	if libdocker.IsConflict(err) {
 		if _, ierr := s.docker.InspectContainer(ctx, id); libdocker.IsNotFound(ierr) {
-			unlinkContainerLog(labels)
-			return nil
+			err = nil
 		}
+	}
+	if err == nil || libdocker.IsNotFound(err) {
+		s.logs.Forget(id)
+		return nil
 	}
 	return err
 }

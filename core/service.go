@@ -6,11 +6,13 @@ package core
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/sirupsen/logrus"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/cri-dockerd/cri-dockerd/containerlog"
 	"github.com/cri-dockerd/cri-dockerd/libdocker"
 )
 
@@ -67,6 +69,7 @@ type Service struct {
 	clampOOMScore bool
 	imageLocks    keyedMutex
 	diskUsage     *diskUsageCache
+	logs          *containerlog.Manager
 }
 
 // New builds the service and rebuilds its in-memory state from Docker. It fails when Docker
@@ -102,5 +105,21 @@ func New(ctx context.Context, docker libdocker.Client, opts Options) (*Service, 
 	if err := s.sandboxes.rebuild(ctx, docker); err != nil {
 		return nil, fmt.Errorf("rebuild sandbox index from docker: %w", err)
 	}
+	logState := ""
+	if opts.RootDirectory != "" {
+		logState = filepath.Join(opts.RootDirectory, "containerlogs")
+	}
+	if s.logs, err = containerlog.NewManager(docker, logState, s.log); err != nil {
+		return nil, err
+	}
+	if err := s.followExistingLogs(ctx); err != nil {
+		s.logs.Close()
+		return nil, fmt.Errorf("resume container logs: %w", err)
+	}
 	return s, nil
+}
+
+// Close stops the background work (log followers), after each has saved where it stands.
+func (s *Service) Close() {
+	s.logs.Close()
 }

@@ -65,6 +65,10 @@ type fakeContainer struct {
 	started  time.Time
 	finished time.Time
 	created  time.Time
+	logs     []fakeLogMessage
+	// changed is closed (and replaced) when logs grow or the container stops or goes away.
+	changed chan struct{}
+	removed bool
 }
 
 var _ Client = (*Fake)(nil)
@@ -963,6 +967,7 @@ func shimBinary(typ string) string {
 }
 
 func (c *fakeContainer) setStopped(code int) {
+	defer c.notify()
 	c.finished = time.Now().UTC()
 	st := c.resp.State
 	st.Status, st.Running, st.Pid, st.ExitCode = container.StateExited, false, 0, code
@@ -1002,6 +1007,8 @@ func (f *Fake) RemoveContainer(ctx context.Context, id string, opts container.Re
 	}
 	delete(f.containers, c.resp.ID)
 	delete(f.stopExitCodes, c.resp.ID)
+	c.removed = true
+	c.notify()
 	return nil
 }
 

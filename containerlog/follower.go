@@ -1,0 +1,285 @@
+package containerlog
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+)
+
+// recordEvery bounds how often a follower rewrites its position record while it writes.
+const recordEvery = time.Second
+
+// follower copies one container's log from Docker into its CRI log file.
+type follower struct {
+	m      *Manager
+	id     string
+	path   string
+	tty    bool
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu       sync.Mutex // guards what follows: the writer and the reopen of the file
+	file     *os.File
+	w        *bufio.Writer
+	pos      position
+	recorded time.Time
+}
+
+func (f *follower) finished() bool {
+	select {
+	case <-f.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (f *follower) logf(format string, args ...any) {
+	f.m.log.WithField("container", f.id).Warnf(format, args...)
+}
+
+// run follows the log until the container stops, the manager closes, or Forget.
+func (f *follower) run(ctx context.Context) {
+	defer close(f.done)
+	f.pos = f.resume()
+	if f.pos.Done {
+		// Written to the end when the container stopped; unless it runs again, nothing to do.
+		c, err := f.m.docker.InspectContainer(ctx, f.id)
+		if err != nil || c.State == nil || !c.State.Running {
+			return
+		}
+		f.pos.Done = false
+	}
+	if err := f.open(); err != nil {
+		f.logf("open log %s: %v", f.path, err)
+		return
+	}
+	defer f.closeFile()
+	for {
+		err := f.copyStream(ctx, true)
+		f.mu.Lock()
+		f.flushLocked()
+		f.mu.Unlock()
+		if ctx.Err() != nil {
+			f.saveRecord()
+			return
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			f.logf("reading the log from Docker: %v", err)
+		}
+		// Docker ends a followed stream when the container stops: then the log is complete.
+		c, ierr := f.m.docker.InspectContainer(ctx, f.id)
+		if cerrdefs.IsNotFound(ierr) || ierr == nil && c.State != nil && !c.State.Running && !c.State.Restarting {
+			// Docker may end a followed stream before the message it writes at the container's
+			// exit (the unterminated last line): one plain read from where we stand gets it.
+			if ierr == nil {
+				if err := f.copyStream(ctx, false); err != nil && !errors.Is(err, io.EOF) {
+					f.logf("reading the end of the log from Docker: %v", err)
+				}
+			}
+			f.mu.Lock()
+			f.flushLocked()
+			f.pos.Done = true
+			f.mu.Unlock()
+			f.saveRecord()
+			return
+		}
+		select {
+		case <-ctx.Done():
+			f.saveRecord()
+			return
+		case <-time.After(retryDelay):
+		}
+	}
+}
+
+// resume finds where a previous follower of this container stopped: the later of the end of
+// the file and the position record (the file is new and empty right after a rotation).
+func (f *follower) resume() position {
+	var rec position
+	if f.m.stateDir != "" {
+		rec = loadRecord(f.m.recordPath(f.id))
+	}
+	fromFile, err := filePosition(f.path)
+	if err != nil {
+		f.logf("read the end of %s: %v", f.path, err)
+	}
+	if fromFile.after(rec) {
+		fromFile.Done = false
+		return fromFile
+	}
+	return rec
+}
+
+func (f *follower) open() error {
+	if err := os.MkdirAll(filepath.Dir(f.path), 0o755); err != nil {
+		return err
+	}
+	file, err := os.OpenFile(f.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.file, f.w = file, bufio.NewWriterSize(file, 64<<10)
+	f.mu.Unlock()
+	return nil
+}
+
+func (f *follower) closeFile() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.flushLocked()
+	if f.file != nil {
+		f.file.Close()
+		f.file, f.w = nil, nil
+	}
+}
+
+func (f *follower) flushLocked() {
+	if f.w != nil {
+		if err := f.w.Flush(); err != nil {
+			f.logf("write %s: %v", f.path, err)
+		}
+	}
+}
+
+// reopen switches to a new file at the same path, after the kubelet renamed the old one.
+func (f *follower) reopen() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.file == nil {
+		return ErrNotFollowed
+	}
+	f.flushLocked()
+	file, err := os.OpenFile(f.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+	if err != nil {
+		return fmt.Errorf("reopen %s: %w", f.path, err)
+	}
+	f.file.Close()
+	f.file, f.w = file, bufio.NewWriterSize(file, 64<<10)
+	// The new file is empty: from now on only the record knows the position.
+	f.saveRecordLocked()
+	return nil
+}
+
+func (f *follower) saveRecord() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.saveRecordLocked()
+}
+
+func (f *follower) saveRecordLocked() {
+	if f.m.stateDir == "" {
+		return
+	}
+	if err := saveRecord(f.m.recordPath(f.id), f.pos); err != nil {
+		f.logf("save log position: %v", err)
+	}
+	f.recorded = time.Now()
+}
+
+// copyStream reads one stream from Docker, from the current position, to its end; a followed
+// stream ends when the container stops.
+func (f *follower) copyStream(ctx context.Context, follow bool) error {
+	opts := container.LogsOptions{ShowStdout: true, ShowStderr: true, Follow: follow, Timestamps: true}
+	from := f.pos
+	if !from.Time.IsZero() {
+		opts.Since = fmt.Sprintf("%d.%09d", from.Time.Unix(), from.Time.Nanosecond())
+	}
+	stream, err := f.m.docker.ContainerLogs(ctx, f.id, opts)
+	if err != nil {
+		return err
+	}
+	defer stream.Close()
+	r := bufio.NewReaderSize(stream, 64<<10)
+	seen := 0 // messages stamped exactly from.Time offered in this pass
+	for {
+		streamName, msg, err := f.next(r)
+		if err != nil {
+			return err
+		}
+		stamp, content, ok := bytes.Cut(msg, []byte(" "))
+		if !ok {
+			continue
+		}
+		at, err := time.Parse(time.RFC3339Nano, string(stamp))
+		if err != nil {
+			continue
+		}
+		if at.Equal(from.Time) {
+			seen++
+			if seen <= from.Count {
+				continue
+			}
+		} else if at.Before(from.Time) {
+			continue
+		}
+		f.write(at, streamName, content, r.Buffered() == 0)
+	}
+}
+
+// next returns the next message of the stream and the name of the stream it came on.
+func (f *follower) next(r *bufio.Reader) (string, []byte, error) {
+	if f.tty {
+		// A terminal has one stream, not multiplexed: one message per line.
+		line, err := r.ReadBytes('\n')
+		if err != nil && len(line) == 0 {
+			return "", nil, err
+		}
+		return "stdout", line, nil
+	}
+	var header [8]byte
+	if _, err := io.ReadFull(r, header[:]); err != nil {
+		return "", nil, err
+	}
+	payload := make([]byte, binary.BigEndian.Uint32(header[4:]))
+	if _, err := io.ReadFull(r, payload); err != nil {
+		return "", nil, err
+	}
+	name := "stdout"
+	if header[0] == 2 {
+		name = "stderr"
+	}
+	return name, payload, nil
+}
+
+// write appends one CRI line. A message without a trailing newline is part of a longer line
+// (Docker splits lines at 16 KiB) or output not ended yet: tag P; a whole line: tag F.
+func (f *follower) write(at time.Time, stream string, content []byte, flush bool) {
+	tag := "P"
+	if n := len(content); n > 0 && content[n-1] == '\n' {
+		tag, content = "F", content[:n-1]
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.w == nil {
+		return
+	}
+	f.w.WriteString(at.UTC().Format(time.RFC3339Nano))
+	f.w.WriteByte(' ')
+	f.w.WriteString(stream)
+	f.w.WriteByte(' ')
+	f.w.WriteString(tag)
+	f.w.WriteByte(' ')
+	f.w.Write(content)
+	f.w.WriteByte('\n')
+	f.pos.advance(at)
+	if flush {
+		f.flushLocked()
+	}
+	if time.Since(f.recorded) > recordEvery {
+		f.flushLocked()
+		f.saveRecordLocked()
+	}
+}

@@ -1,0 +1,146 @@
+// Package containerlog writes containers' output to the kubelet's log files, in the CRI log
+// format that the kubelet and `crictl logs` read:
+//
+//	2016-10-06T00:17:09.669794202Z stdout F a whole line
+//	2016-10-06T00:17:09.669794202Z stdout P the first part of a long line
+//
+// Why follow Docker's log stream: Docker already captures every container's output in its
+// log driver, with a timestamp per message and a mark on partial lines. A follower per running
+// container reads that stream through the Engine API (timestamps on, multiplexed by stream)
+// and appends CRI lines to the file. Nothing sits between the container and Docker, so a
+// restart of cri-dockerd loses no output: Docker keeps it, and the follower resumes after the
+// last line it wrote — read back from the end of the file itself (or, right after a rotation,
+// from a small position record under the root directory) — asking Docker for messages since
+// that time and skipping those already written. The file, not the record, is the truth, so a
+// crash between a write and a record update writes nothing twice.
+//
+// The kubelet rotates by renaming the file and calling ReopenContainerLog; the follower then
+// continues in a new file at the same path. When a container stops, Docker ends the stream
+// after its last message: Drained lets ContainerStatus wait for that, so the last lines are in
+// the file before the kubelet sees the container exited.
+package containerlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/sirupsen/logrus"
+)
+
+// Docker is what the manager needs of the Docker client.
+type Docker interface {
+	ContainerLogs(ctx context.Context, id string, opts container.LogsOptions) (io.ReadCloser, error)
+	InspectContainer(ctx context.Context, id string) (*container.InspectResponse, error)
+}
+
+// ErrNotFollowed is returned for a container whose log is not being followed (not running).
+var ErrNotFollowed = errors.New("container log is not being followed")
+
+// Manager runs one follower per container whose log it writes.
+type Manager struct {
+	docker   Docker
+	stateDir string // position records; "" keeps none
+	log      *logrus.Entry
+
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu        sync.Mutex
+	followers map[string]*follower
+	wg        sync.WaitGroup
+}
+
+// NewManager makes a manager that keeps position records under stateDir ("" for none).
+func NewManager(docker Docker, stateDir string, log *logrus.Entry) (*Manager, error) {
+	if stateDir != "" {
+		if err := os.MkdirAll(stateDir, 0o700); err != nil {
+			return nil, fmt.Errorf("container log state directory: %w", err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Manager{docker: docker, stateDir: stateDir, log: log, ctx: ctx, cancel: cancel, followers: map[string]*follower{}}, nil
+}
+
+// Follow starts writing the log of container id to path, unless that already happens. tty
+// says whether the container has a terminal (Docker's stream is then not multiplexed).
+func (m *Manager) Follow(id, path string, tty bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.ctx.Err() != nil {
+		return
+	}
+	if f, ok := m.followers[id]; ok && !f.finished() {
+		return
+	}
+	ctx, cancel := context.WithCancel(m.ctx)
+	f := &follower{m: m, id: id, path: path, tty: tty, cancel: cancel, done: make(chan struct{})}
+	m.followers[id] = f
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		f.run(ctx)
+	}()
+}
+
+// Reopen makes the follower of id write to a new file at its path: the kubelet has renamed
+// the old one.
+func (m *Manager) Reopen(id string) error {
+	m.mu.Lock()
+	f, ok := m.followers[id]
+	m.mu.Unlock()
+	if !ok || f.finished() {
+		return ErrNotFollowed
+	}
+	return f.reopen()
+}
+
+// Drained waits until the follower of id has written everything Docker had, which happens
+// once the container has stopped; it returns at once when id is not followed, or when ctx ends.
+func (m *Manager) Drained(ctx context.Context, id string) {
+	m.mu.Lock()
+	f, ok := m.followers[id]
+	m.mu.Unlock()
+	if !ok {
+		return
+	}
+	select {
+	case <-f.done:
+	case <-ctx.Done():
+	}
+}
+
+// Forget stops following id and drops its position record: the container is gone.
+func (m *Manager) Forget(id string) {
+	m.mu.Lock()
+	f, ok := m.followers[id]
+	delete(m.followers, id)
+	m.mu.Unlock()
+	if ok {
+		f.cancel()
+		<-f.done
+	}
+	if m.stateDir != "" {
+		_ = os.Remove(m.recordPath(id))
+	}
+}
+
+// Close stops every follower after it has saved its position.
+func (m *Manager) Close() {
+	m.cancel()
+	m.wg.Wait()
+}
+
+func (m *Manager) recordPath(id string) string {
+	return filepath.Join(m.stateDir, id+".json")
+}
+
+// retryDelay spaces reconnects when Docker's stream ends while the container still runs
+// (e.g. dockerd restarted).
+const retryDelay = time.Second

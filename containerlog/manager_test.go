@@ -1,0 +1,238 @@
+package containerlog
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/sirupsen/logrus"
+
+	"github.com/cri-dockerd/cri-dockerd/libdocker"
+)
+
+// runningContainer starts a container in the fake and returns its ID.
+func runningContainer(t *testing.T, fake *libdocker.Fake, tty bool) string {
+	t.Helper()
+	ctx := context.Background()
+	fake.AddImage(libdocker.FakeImage("", "", "busybox:latest"))
+	id, err := fake.CreateContainer(ctx, fmt.Sprintf("c%d", time.Now().UnixNano()), &container.Config{Image: "busybox", Tty: tty}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fake.StartContainer(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func newManager(t *testing.T, fake *libdocker.Fake, stateDir string) *Manager {
+	t.Helper()
+	logger := logrus.New()
+	logger.SetOutput(io.Discard)
+	m, err := NewManager(fake, stateDir, logrus.NewEntry(logger))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	return m
+}
+
+// waitLines waits until the file holds n lines and returns them.
+func waitLines(t *testing.T, path string, n int) []string {
+	t.Helper()
+	var lines []string
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		data, _ := os.ReadFile(path)
+		lines = strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+		if len(data) > 0 && len(lines) >= n {
+			return lines
+		}
+	}
+	t.Fatalf("%s: %d lines, want %d: %q", path, len(lines), n, lines)
+	return nil
+}
+
+// fields splits a CRI log line into time, stream, tag and content.
+func fields(t *testing.T, line string) (time.Time, string, string, string) {
+	t.Helper()
+	parts := strings.SplitN(line, " ", 4)
+	if len(parts) != 4 {
+		t.Fatalf("not a CRI log line: %q", line)
+	}
+	at, err := time.Parse(time.RFC3339Nano, parts[0])
+	if err != nil {
+		t.Fatalf("line %q: %v", line, err)
+	}
+	return at, parts[1], parts[2], parts[3]
+}
+
+func TestLinesAreWrittenInCRIFormatWithStreamsAndPartialTags(t *testing.T) {
+	fake := libdocker.NewFake()
+	id := runningContainer(t, fake, false)
+	path := filepath.Join(t.TempDir(), "pod", "c", "0.log")
+	m := newManager(t, fake, t.TempDir())
+	m.Follow(id, path, false)
+	fake.WriteLog(id, false, "hello\n")
+	fake.WriteLog(id, true, "oops\n")
+	fake.WriteLog(id, false, "no newline yet")
+	lines := waitLines(t, path, 3)
+	want := [][3]string{{"stdout", "F", "hello"}, {"stderr", "F", "oops"}, {"stdout", "P", "no newline yet"}}
+	var last time.Time
+	for i, line := range lines {
+		at, stream, tag, content := fields(t, line)
+		if stream != want[i][0] || tag != want[i][1] || content != want[i][2] {
+			t.Errorf("line %d = %q, want %v", i, line, want[i])
+		}
+		if at.Before(last) {
+			t.Errorf("line %d goes back in time", i)
+		}
+		last = at
+	}
+}
+
+func TestTTYOutputIsOneStdoutStream(t *testing.T) {
+	fake := libdocker.NewFake()
+	id := runningContainer(t, fake, true)
+	path := filepath.Join(t.TempDir(), "0.log")
+	m := newManager(t, fake, "")
+	m.Follow(id, path, true)
+	fake.WriteLog(id, false, "line one\r\n")
+	fake.WriteLog(id, false, "line two\r\n")
+	for i, line := range waitLines(t, path, 2) {
+		_, stream, tag, content := fields(t, line)
+		if stream != "stdout" || tag != "F" || !strings.HasPrefix(content, "line ") {
+			t.Errorf("line %d = %q", i, line)
+		}
+	}
+}
+
+func TestRestartResumesWithoutLossOrDuplicates(t *testing.T) {
+	fake := libdocker.NewFake()
+	id := runningContainer(t, fake, false)
+	dir, state := t.TempDir(), t.TempDir()
+	path := filepath.Join(dir, "0.log")
+	write := func(from, to int) {
+		for i := from; i < to; i++ {
+			fake.WriteLog(id, i%3 == 0, fmt.Sprintf("n=%d\n", i))
+		}
+	}
+	first := newManager(t, fake, state)
+	first.Follow(id, path, false)
+	write(0, 50)
+	waitLines(t, path, 50)
+	first.Close()
+	write(50, 100) // while cri-dockerd is down
+
+	second := newManager(t, fake, state)
+	second.Follow(id, path, false)
+	write(100, 120)
+	// Rotation: the kubelet renames the file and asks for a new one.
+	waitLines(t, path, 120)
+	if err := os.Rename(path, path+".1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := second.Reopen(id); err != nil {
+		t.Fatal(err)
+	}
+	write(120, 130)
+	waitLines(t, path, 10)
+	second.Close()
+	write(130, 140)
+
+	// A restart right after a rotation: the new file's end and the record agree.
+	third := newManager(t, fake, state)
+	third.Follow(id, path, false)
+	if err := fake.ExitContainer(id, 0); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	third.Drained(ctx, id)
+
+	seen := map[string]int{}
+	for _, p := range []string{path + ".1", path} {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
+			_, _, _, content := fields(t, line)
+			seen[content]++
+		}
+	}
+	for i := 0; i < 140; i++ {
+		if n := seen[fmt.Sprintf("n=%d", i)]; n != 1 {
+			t.Errorf("n=%d appears %d times", i, n)
+		}
+	}
+	if len(seen) != 140 {
+		t.Errorf("%d distinct lines, want 140", len(seen))
+	}
+}
+
+func TestDrainedWaitsForTheLastLinesOfAnExitedContainer(t *testing.T) {
+	fake := libdocker.NewFake()
+	id := runningContainer(t, fake, false)
+	path := filepath.Join(t.TempDir(), "0.log")
+	m := newManager(t, fake, t.TempDir())
+	m.Follow(id, path, false)
+	for i := 0; i < 200; i++ {
+		fake.WriteLog(id, false, fmt.Sprintf("line %d\n", i))
+	}
+	if err := fake.ExitContainer(id, 1); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	m.Drained(ctx, id)
+	data, _ := os.ReadFile(path)
+	if n := strings.Count(string(data), "\n"); n != 200 {
+		t.Errorf("after Drained the file has %d lines, want all 200", n)
+	}
+	if err := m.Reopen(id); err != ErrNotFollowed {
+		t.Errorf("Reopen after exit: %v, want ErrNotFollowed", err)
+	}
+}
+
+func TestForgetDropsThePositionRecord(t *testing.T) {
+	fake := libdocker.NewFake()
+	id := runningContainer(t, fake, false)
+	state := t.TempDir()
+	m := newManager(t, fake, state)
+	path := filepath.Join(t.TempDir(), "0.log")
+	m.Follow(id, path, false)
+	fake.WriteLog(id, false, "x\n")
+	waitLines(t, path, 1)
+	m.Close() // saves the record
+	if _, err := os.Stat(filepath.Join(state, id+".json")); err != nil {
+		t.Fatalf("no position record after Close: %v", err)
+	}
+	m.Forget(id)
+	if _, err := os.Stat(filepath.Join(state, id+".json")); !os.IsNotExist(err) {
+		t.Errorf("position record still there after Forget: %v", err)
+	}
+}
+
+func TestFilePositionCountsTrailingLinesWithTheSameTime(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "0.log")
+	content := "2026-01-01T00:00:00.000000001Z stdout F a\n" +
+		"2026-01-01T00:00:00.000000002Z stdout F b\n" +
+		"2026-01-01T00:00:00.000000002Z stderr F c\n" +
+		"2026-01-01T00:00:00.000000003Z stdout F torn"
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p, err := filePosition(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Time.Nanosecond() != 2 || p.Count != 2 {
+		t.Errorf("position %+v, want time .000000002 and count 2 (the torn line does not count)", p)
+	}
+}

@@ -1,0 +1,133 @@
+package containerlog
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"time"
+)
+
+// position is where a follower stands in a container's log: it has written every message
+// up to Time, and Count messages stamped exactly Time (Docker's stamps are nanoseconds, but two
+// messages can share one).
+type position struct {
+	Time  time.Time `json:"time"`
+	Count int       `json:"count"`
+	// Done: the container stopped and its whole log is written.
+	Done bool `json:"done"`
+}
+
+// after reports whether p is further on than q.
+func (p position) after(q position) bool {
+	return p.Time.After(q.Time) || p.Time.Equal(q.Time) && p.Count > q.Count
+}
+
+// advance records one more message written, stamped at.
+func (p *position) advance(at time.Time) {
+	if at.Equal(p.Time) {
+		p.Count++
+		return
+	}
+	p.Time, p.Count = at, 1
+}
+
+// written reports whether a message stamped at is already in the log, given that seen
+// messages with exactly p.Time have been offered so far in this pass.
+func (p position) written(at time.Time, seen int) bool {
+	return at.Before(p.Time) || at.Equal(p.Time) && seen < p.Count
+}
+
+// loadRecord reads a position record; a missing or damaged one is the start of the log.
+func loadRecord(path string) position {
+	var p position
+	data, err := os.ReadFile(path)
+	if err == nil {
+		_ = json.Unmarshal(data, &p)
+	}
+	return p
+}
+
+// saveRecord writes a position record atomically: temp file, fsync, rename.
+func saveRecord(path string, p position) error {
+	data, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// tailWindow is how much of the end of a log file is read to find the last position: more
+// than the longest CRI line we write (Docker splits messages at 16 KiB).
+const tailWindow = 256 << 10
+
+// filePosition reads the position of the last lines of a CRI log file: the time of the last
+// complete line and how many lines at its end carry that same time.
+func filePosition(path string) (position, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return position{}, nil
+	}
+	if err != nil {
+		return position{}, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return position{}, err
+	}
+	start := max(fi.Size()-tailWindow, 0)
+	buf := make([]byte, fi.Size()-start)
+	if _, err := f.ReadAt(buf, start); err != nil && !errors.Is(err, io.EOF) {
+		return position{}, err
+	}
+	// Only complete lines count: a torn last line (a crash mid-write) is ignored.
+	if i := bytes.LastIndexByte(buf, '\n'); i >= 0 {
+		buf = buf[:i]
+	} else {
+		return position{}, nil
+	}
+	var p position
+	for len(buf) > 0 {
+		line := buf
+		if i := bytes.LastIndexByte(buf, '\n'); i >= 0 {
+			line, buf = buf[i+1:], buf[:i]
+		} else {
+			buf = nil
+		}
+		stamp, _, ok := bytes.Cut(line, []byte(" "))
+		if !ok {
+			break
+		}
+		at, err := time.Parse(time.RFC3339Nano, string(stamp))
+		if err != nil {
+			break
+		}
+		switch {
+		case p.Count == 0:
+			p.Time, p.Count = at, 1
+		case at.Equal(p.Time):
+			p.Count++
+		default:
+			return p, nil
+		}
+	}
+	return p, nil
+}

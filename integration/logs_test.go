@@ -1,0 +1,178 @@
+//go:build integration
+
+package integration
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// criLine is one line of a CRI log file.
+type criLine struct {
+	at                   time.Time
+	stream, tag, content string
+}
+
+// readCRILog parses a CRI log file strictly: every line must be in the kubelet's format.
+func readCRILog(t *testing.T, path string) []criLine {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read log: %v", err)
+	}
+	var out []criLine
+	for _, line := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
+		if line == "" {
+			continue
+		}
+		parts := strings.SplitN(line, " ", 4)
+		if len(parts) != 4 {
+			t.Fatalf("%s: not a CRI log line: %q", path, line)
+		}
+		at, err := time.Parse(time.RFC3339Nano, parts[0])
+		if err != nil || (parts[1] != "stdout" && parts[1] != "stderr") || (parts[2] != "F" && parts[2] != "P") {
+			t.Fatalf("%s: not a CRI log line: %q", path, line)
+		}
+		out = append(out, criLine{at, parts[1], parts[2], parts[3]})
+	}
+	return out
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+func TestContainerLogIsInCRIFormatWithStreamsAndPartialLines(t *testing.T) {
+	d := StartDaemon(t)
+	podCfg := newPodConfig(t, "crilog")
+	sandboxID := runPod(t, d, podCfg, "")
+	// A line longer than Docker's 16 KiB message limit arrives in parts: P then F.
+	long := strings.Repeat("x", 20000)
+	ctrID := createContainer(t, d, sandboxID, podCfg, containerConfig("app", "echo to-stdout; echo to-stderr >&2; echo "+long+"; printf no-newline-at-exit"))
+	startContainer(t, d, ctrID)
+	st := waitExited(t, d, ctrID)
+	lines := readCRILog(t, st.LogPath)
+	var got []string
+	for _, l := range lines {
+		got = append(got, l.stream+" "+l.tag+" "+strconv.Itoa(len(l.content)))
+	}
+	joined := strings.Join(got, ",")
+	for _, want := range []string{"stdout F 9", "stderr F 9", "stdout P 16384", "stdout F " + strconv.Itoa(20000-16384), "stdout P 18"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("log lines [%s] lack %q", joined, want)
+		}
+	}
+	if fi, err := os.Lstat(st.LogPath); err != nil || fi.Mode()&os.ModeSymlink != 0 {
+		t.Errorf("log path %s is a symlink or missing (%v): it must be our own file", st.LogPath, err)
+	}
+}
+
+// waitExited waits until ContainerStatus reports the container exited, and returns the status:
+// by then its last lines must be in the log file.
+func waitExited(t *testing.T, d *Daemon, id string) *runtimeapi.ContainerStatus {
+	t.Helper()
+	var st *runtimeapi.ContainerStatus
+	waitFor(t, "container exit", func() bool {
+		resp, err := d.Runtime.ContainerStatus(t.Context(), &runtimeapi.ContainerStatusRequest{ContainerId: id})
+		if err != nil {
+			t.Fatalf("ContainerStatus: %v", err)
+		}
+		st = resp.Status
+		return st.State == runtimeapi.ContainerState_CONTAINER_EXITED
+	})
+	return st
+}
+
+// TestNumberedLinesSurviveRestartsAndRotation: a container writes a numbered line every 10 ms
+// while cri-dockerd is stopped cleanly, killed, and its log rotated; afterwards every number is
+// in the log files exactly once.
+func TestNumberedLinesSurviveRestartsAndRotation(t *testing.T) {
+	d := StartDaemon(t)
+	podCfg := newPodConfig(t, "numbered")
+	sandboxID := runPod(t, d, podCfg, "")
+	ctrID := createContainer(t, d, sandboxID, podCfg, containerConfig("counter",
+		`i=0; while [ $i -lt 600 ]; do i=$((i+1)); echo n=$i; sleep 0.01; done`))
+	startContainer(t, d, ctrID)
+	path := filepath.Join(podCfg.LogDirectory, "counter.log")
+	count := func(p string) int {
+		data, _ := os.ReadFile(p)
+		return strings.Count(string(data), "\n")
+	}
+	waitFor(t, "first lines", func() bool { return count(path) > 50 })
+
+	d.Restart() // SIGTERM, then start again
+	time.Sleep(300 * time.Millisecond)
+	_ = d.cmd.Process.Kill() // a crash: no chance to save anything
+	<-d.done
+	time.Sleep(300 * time.Millisecond)
+	d.Start()
+
+	waitFor(t, "more lines", func() bool { return count(path) > 250 })
+	if err := os.Rename(path, path+".1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Runtime.ReopenContainerLog(t.Context(), &runtimeapi.ReopenContainerLogRequest{ContainerId: ctrID}); err != nil {
+		t.Fatalf("ReopenContainerLog: %v", err)
+	}
+	d.Restart() // right after a rotation: the new file is nearly empty
+	waitExited(t, d, ctrID)
+
+	seen := map[int]int{}
+	for _, p := range []string{path + ".1", path} {
+		for _, l := range readCRILog(t, p) {
+			n, err := strconv.Atoi(strings.TrimPrefix(l.content, "n="))
+			if err != nil || l.stream != "stdout" || l.tag != "F" {
+				t.Errorf("%s: unexpected line %+v", p, l)
+				continue
+			}
+			seen[n]++
+		}
+	}
+	for i := 1; i <= 600; i++ {
+		if seen[i] != 1 {
+			t.Errorf("n=%d appears %d times", i, seen[i])
+		}
+	}
+	if t.Failed() {
+		return
+	}
+	// Rotation happened mid-run: both files hold part of the output.
+	if count(path+".1") == 0 || count(path) == 0 {
+		t.Errorf("rotated file has %d lines, new file %d: want both non-empty", count(path+".1"), count(path))
+	}
+}
+
+func TestReopenContainerLogOfStoppedOrUnknownContainerFails(t *testing.T) {
+	d := StartDaemon(t)
+	podCfg := newPodConfig(t, "reopen")
+	sandboxID := runPod(t, d, podCfg, "")
+	ctrID := createContainer(t, d, sandboxID, podCfg, containerConfig("app", "echo done"))
+	startContainer(t, d, ctrID)
+	waitExited(t, d, ctrID)
+	_, err := d.Runtime.ReopenContainerLog(t.Context(), &runtimeapi.ReopenContainerLogRequest{ContainerId: ctrID})
+	wantCode(t, err, codes.FailedPrecondition, "not running")
+	_, err = d.Runtime.ReopenContainerLog(t.Context(), &runtimeapi.ReopenContainerLogRequest{ContainerId: "nope"})
+	wantCode(t, err, codes.NotFound)
+	_, err = d.Runtime.ReopenContainerLog(t.Context(), &runtimeapi.ReopenContainerLogRequest{})
+	wantCode(t, err, codes.InvalidArgument)
+	// RemoveContainer drops our position record.
+	if _, err := d.Runtime.RemoveContainer(t.Context(), &runtimeapi.RemoveContainerRequest{ContainerId: ctrID}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(d.Dir, "root", "containerlogs", ctrID+".json")); !os.IsNotExist(err) {
+		t.Errorf("position record of a removed container: %v", err)
+	}
+}

@@ -1,0 +1,136 @@
+package libdocker
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	timetypes "github.com/docker/docker/api/types/time"
+	"github.com/docker/docker/pkg/stdcopy"
+)
+
+// fakeLogMessage is one message of a container's log, as Docker's json-file driver keeps it:
+// a line with its newline, or a partial line without.
+type fakeLogMessage struct {
+	at     time.Time
+	stderr bool
+	data   string
+}
+
+// notify wakes the followers of the container's log; f.mu must be held.
+func (c *fakeContainer) notify() {
+	if c.changed != nil {
+		close(c.changed)
+	}
+	c.changed = make(chan struct{})
+}
+
+// WriteLog appends output of a container, as its process would write it: each line becomes a
+// message; a last piece without a newline becomes a partial message.
+func (f *Fake) WriteLog(idOrName string, stderr bool, data string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, err := f.lookupContainer(idOrName)
+	if err != nil {
+		return err
+	}
+	for data != "" {
+		line := data
+		if i := strings.IndexByte(data, '\n'); i >= 0 {
+			line = data[:i+1]
+		}
+		data = data[len(line):]
+		// Docker's timestamps are strictly increasing per container in practice; keep them so.
+		at := time.Now().UTC()
+		if n := len(c.logs); n > 0 && !at.After(c.logs[n-1].at) {
+			at = c.logs[n-1].at.Add(time.Nanosecond)
+		}
+		c.logs = append(c.logs, fakeLogMessage{at: at, stderr: stderr, data: line})
+	}
+	c.notify()
+	return nil
+}
+
+// ContainerLogs streams the log as Docker does: multiplexed frames unless the container has a
+// TTY, each message prefixed by its time when asked; Since skips older messages; Follow waits
+// for more until the container stops or is removed.
+func (f *Fake) ContainerLogs(ctx context.Context, id string, opts container.LogsOptions) (io.ReadCloser, error) {
+	f.mu.Lock()
+	if err := f.enter(ctx, "ContainerLogs"); err != nil {
+		f.mu.Unlock()
+		return nil, err
+	}
+	c, err := f.lookupContainer(id)
+	if err != nil {
+		f.mu.Unlock()
+		return nil, err
+	}
+	if c.changed == nil {
+		c.notify()
+	}
+	f.mu.Unlock()
+	var since time.Time
+	if opts.Since != "" {
+		ts, err := timetypes.GetTimestamp(opts.Since, time.Now())
+		if err != nil {
+			return nil, dErr(cerrdefs.ErrInvalidArgument, "invalid since: %v", err)
+		}
+		sec, nsec, err := timetypes.ParseTimestamps(ts, 0)
+		if err != nil {
+			return nil, dErr(cerrdefs.ErrInvalidArgument, "invalid since: %v", err)
+		}
+		since = time.Unix(sec, nsec)
+	}
+	pr, pw := io.Pipe()
+	go func() {
+		next := 0
+		for {
+			f.mu.Lock()
+			msgs := c.logs[next:]
+			next = len(c.logs)
+			done := !opts.Follow || !c.resp.State.Running || c.removed
+			wait := c.changed
+			tty := c.resp.Config != nil && c.resp.Config.Tty
+			f.mu.Unlock()
+			var buf bytes.Buffer
+			for _, m := range msgs {
+				if m.at.Before(since) || (m.stderr && !opts.ShowStderr) || (!m.stderr && !opts.ShowStdout) {
+					continue
+				}
+				payload := m.data
+				if opts.Timestamps {
+					payload = m.at.Format(time.RFC3339Nano) + " " + payload
+				}
+				switch {
+				case tty:
+					buf.WriteString(payload)
+				case m.stderr:
+					_, _ = stdcopy.NewStdWriter(&buf, stdcopy.Stderr).Write([]byte(payload))
+				default:
+					_, _ = stdcopy.NewStdWriter(&buf, stdcopy.Stdout).Write([]byte(payload))
+				}
+			}
+			if buf.Len() > 0 {
+				if _, err := pw.Write(buf.Bytes()); err != nil {
+					return
+				}
+			}
+			if done {
+				pw.Close()
+				return
+			}
+			select {
+			case <-wait:
+			case <-ctx.Done():
+				pw.CloseWithError(fmt.Errorf("ContainerLogs: %w", ctx.Err()))
+				return
+			}
+		}
+	}()
+	return pr, nil
+}
