@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -10,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/strslice"
 	"google.golang.org/grpc/codes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -175,4 +178,66 @@ func TestReopenContainerLogOfStoppedOrUnknownContainerFails(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(d.Dir, "root", "containerlogs", ctrID+".json")); !os.IsNotExist(err) {
 		t.Errorf("position record of a removed container: %v", err)
 	}
+}
+
+// BenchmarkLogThroughput: a container writes lines as fast as it can; how many lines per
+// second reach its CRI log file (ContainerStatus reports the exit only once all are there),
+// against the same container run with the Docker client and its log read back through the
+// Engine API in the same run.
+//
+//	go test -tags integration -run XXX -bench LogThroughput -benchtime=3x ./integration/
+func BenchmarkLogThroughput(b *testing.B) {
+	const lines = 100000
+	script := "seq 1 " + strconv.Itoa(lines)
+	d := StartDaemon(b)
+	ctx := b.Context()
+	var criTotal, dockerTotal time.Duration
+	for i := 0; i < b.N; i++ {
+		podCfg := newPodConfig(b, "logbench")
+		sandboxID := runPod(b, d, podCfg, "")
+		ctrID := createContainer(b, d, sandboxID, podCfg, containerConfig("seq", script))
+		start := time.Now()
+		startContainer(b, d, ctrID)
+		for {
+			resp, err := d.Runtime.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: ctrID})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if resp.Status.State == runtimeapi.ContainerState_CONTAINER_EXITED {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		criTotal += time.Since(start)
+		data, err := os.ReadFile(filepath.Join(podCfg.LogDirectory, "seq.log"))
+		if err != nil || strings.Count(string(data), "\n") != lines {
+			b.Fatalf("CRI log has %d lines (%v), want %d", strings.Count(string(data), "\n"), err, lines)
+		}
+
+		// The same through Docker alone: run, wait for the exit, read the whole log back.
+		m := podCfg.Metadata
+		start = time.Now()
+		id := mustCreate(b, ctx, "k8s_seqraw_"+m.Name+"_"+m.Namespace+"_"+m.Uid+"_0",
+			&container.Config{Image: busyboxImage, Entrypoint: strslice.StrSlice{"sh", "-c", script}}, &container.HostConfig{})
+		waitC, errC := suite.docker.ContainerWait(ctx, id, container.WaitConditionNotRunning)
+		select {
+		case <-waitC:
+		case err := <-errC:
+			b.Fatal(err)
+		}
+		rc, err := suite.docker.ContainerLogs(ctx, id, container.LogsOptions{ShowStdout: true, ShowStderr: true, Timestamps: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		n, err := io.Copy(io.Discard, rc)
+		rc.Close()
+		if err != nil || n == 0 {
+			b.Fatalf("docker logs: %d bytes, %v", n, err)
+		}
+		dockerTotal += time.Since(start)
+		_ = suite.docker.ContainerRemove(ctx, id, container.RemoveOptions{Force: true})
+	}
+	b.ReportMetric(float64(lines*b.N)/criTotal.Seconds(), "cri-lines/s")
+	b.ReportMetric(float64(lines*b.N)/dockerTotal.Seconds(), "docker-lines/s")
+	b.ReportMetric(float64(criTotal)/float64(dockerTotal), "time-ratio")
 }
