@@ -5,8 +5,10 @@ package config
 
 import (
 	"fmt"
+	"net"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,6 +26,8 @@ const (
 	DefaultImagePullProgressLimit = time.Minute
 	// DefaultRuntimeHandlerName is the handler name that means "Docker's default runtime", besides "".
 	DefaultRuntimeHandlerName = "docker"
+	// DefaultStreamingBindAddr is loopback and a free port: never every interface by default.
+	DefaultStreamingBindAddr = "127.0.0.1:0"
 )
 
 // Config is everything cri-dockerd needs to serve.
@@ -43,6 +47,8 @@ type Config struct {
 	RuntimeHandlerAliases map[string]string
 	// DefaultRuntimeHandler is the handler name that selects Docker's default runtime.
 	DefaultRuntimeHandler string
+	// StreamingBindAddr is where the exec/attach/port-forward server listens (HOST:PORT, HOST, :PORT).
+	StreamingBindAddr string
 }
 
 // Default returns the configuration used when nothing is set.
@@ -61,6 +67,7 @@ func Default() *Config {
 		LogLevel:                  "info",
 		RuntimeHandlerAliases:     map[string]string{},
 		DefaultRuntimeHandler:     DefaultRuntimeHandlerName,
+		StreamingBindAddr:         DefaultStreamingBindAddr,
 	}
 }
 
@@ -116,6 +123,9 @@ func (c *Config) Validate() error {
 	default:
 		problems = append(problems, fmt.Sprintf("--network-plugin %q: this build supports \"\" or \"none\" (Docker's default bridge)", c.NetworkPlugin))
 	}
+	if err := validateBindAddr(c.StreamingBindAddr); err != nil {
+		problems = append(problems, err.Error())
+	}
 	if _, err := logrus.ParseLevel(c.LogLevel); err != nil {
 		problems = append(problems, fmt.Sprintf("--log-level %q: %v", c.LogLevel, err))
 	}
@@ -137,6 +147,26 @@ func (c *Config) Validate() error {
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("invalid configuration:\n  %s", strings.Join(problems, "\n  "))
+	}
+	return nil
+}
+
+// validateBindAddr checks --streaming-bind-addr: HOST:PORT, :PORT, or a bare HOST (a free
+// port); "" means the default.
+func validateBindAddr(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	hostport := addr
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		hostport = net.JoinHostPort(strings.Trim(addr, "[]"), "0")
+	}
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil || strings.ContainsAny(host, " /[]") {
+		return fmt.Errorf("--streaming-bind-addr %q: want HOST:PORT, HOST or :PORT", addr)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("--streaming-bind-addr %q: port %q is not a number from 0 to 65535", addr, port)
 	}
 	return nil
 }

@@ -65,6 +65,8 @@ func (c *Config) BindFlags(fs *pflag.FlagSet) {
 	fs.Var(&handlerFlag{aliases: c.RuntimeHandlerAliases}, "runtime-handler",
 		"map a RuntimeClass handler to a Docker runtime, NAME=DOCKER_RUNTIME (repeatable), e.g. spin=io.containerd.spin.v2")
 	fs.StringVar(&c.DefaultRuntimeHandler, "default-runtime-handler-name", c.DefaultRuntimeHandler, `the handler name that, like "", selects Docker's default runtime`)
+	fs.StringVar(&c.StreamingBindAddr, "streaming-bind-addr", c.StreamingBindAddr,
+		"where the exec/attach/port-forward server listens: HOST:PORT, HOST (a free port) or :PORT (every interface); port 0 picks a free port")
 }
 
 // LoadFile applies a YAML config file whose keys are the flag names, e.g.

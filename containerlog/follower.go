@@ -75,18 +75,20 @@ func (f *follower) run(ctx context.Context) {
 			f.saveRecord()
 			return
 		}
+		// Docker ends a followed stream when the container stops: then the log is complete.
+		c, ierr := f.m.docker.InspectContainer(ctx, f.id)
+		if cerrdefs.IsNotFound(ierr) {
+			// Removed (the stream ended with "marked for removal"): nothing left to write.
+			return
+		}
 		if err != nil && !errors.Is(err, io.EOF) {
 			f.logf("reading the log from Docker: %v", err)
 		}
-		// Docker ends a followed stream when the container stops: then the log is complete.
-		c, ierr := f.m.docker.InspectContainer(ctx, f.id)
-		if cerrdefs.IsNotFound(ierr) || ierr == nil && c.State != nil && !c.State.Running && !c.State.Restarting {
+		if ierr == nil && c.State != nil && !c.State.Running && !c.State.Restarting {
 			// Docker may end a followed stream before the message it writes at the container's
 			// exit (the unterminated last line): one plain read from where we stand gets it.
-			if ierr == nil {
-				if err := f.copyStream(ctx, false); err != nil && !errors.Is(err, io.EOF) {
-					f.logf("reading the end of the log from Docker: %v", err)
-				}
+			if err := f.copyStream(ctx, false); err != nil && !errors.Is(err, io.EOF) {
+				f.logf("reading the end of the log from Docker: %v", err)
 			}
 			f.mu.Lock()
 			f.flushLocked()

@@ -22,6 +22,7 @@ import (
 	"github.com/cri-dockerd/cri-dockerd/config"
 	"github.com/cri-dockerd/cri-dockerd/core"
 	"github.com/cri-dockerd/cri-dockerd/libdocker"
+	"github.com/cri-dockerd/cri-dockerd/streaming"
 )
 
 // maxMsgSize matches the kubelet's CRI client limit, so large list answers get through.
@@ -48,6 +49,11 @@ func serve(ctx context.Context, cfg *config.Config) error {
 	if err := docker.Ping(startCtx); err != nil {
 		return fmt.Errorf("docker at %s is not reachable: %w", cfg.DockerEndpoint, err)
 	}
+	streams, err := streaming.NewServer(streaming.Options{BindAddr: cfg.StreamingBindAddr, Docker: docker, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer streams.Stop()
 	svc, err := core.New(startCtx, docker, core.Options{
 		PodInfraImage:             cfg.PodInfraContainerImage,
 		ImagePullProgressDeadline: cfg.ImagePullProgressDeadline,
@@ -55,6 +61,7 @@ func serve(ctx context.Context, cfg *config.Config) error {
 		DefaultRuntimeHandler:     cfg.DefaultRuntimeHandler,
 		NetworkPlugin:             cfg.NetworkPlugin,
 		RootDirectory:             cfg.RootDirectory,
+		Streaming:                 streams,
 		Logger:                    logger,
 	})
 	if err != nil {
@@ -76,11 +83,16 @@ func serve(ctx context.Context, cfg *config.Config) error {
 
 	served := make(chan error, 1)
 	go func() { served <- server.Serve(lis) }()
+	streamsServed := make(chan error, 1)
+	go func() { streamsServed <- streams.Serve() }()
+	log.WithField("url", streams.URL()).Info("streaming server (exec, attach, port-forward) listening")
 	log.WithFields(logrus.Fields{"endpoint": cfg.ContainerRuntimeEndpoint, "docker": cfg.DockerEndpoint, "docker_api": docker.APIVersion(), "version": core.Version}).Info("cri-dockerd serving")
 
 	select {
 	case err := <-served:
 		return fmt.Errorf("serve: %w", err)
+	case err := <-streamsServed:
+		return fmt.Errorf("streaming server: %w", err)
 	case <-ctx.Done():
 	}
 	log.Info("shutting down")
@@ -92,6 +104,7 @@ func serve(ctx context.Context, cfg *config.Config) error {
 		server.Stop()
 	}
 	_ = os.Remove(socketPath)
+	svc.Close()
 	return nil
 }
 
