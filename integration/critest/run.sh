@@ -25,6 +25,11 @@ BINARY=$(cd "$(dirname "$BINARY")" && pwd)/$(basename "$BINARY")
 
 log() { echo "critest/run.sh: $*" >&2; }
 
+# One run at a time on a machine: each removes the critest pods it finds on the shared dockerd.
+mkdir -p /var/cache/cri-dockerd-ci
+exec 9>/var/cache/cri-dockerd-ci/critest.lock
+flock -w 3600 9 || { log "another critest run holds /var/cache/cri-dockerd-ci/critest.lock"; exit 1; }
+
 # --- setup ------------------------------------------------------------------------------------
 for s in docker.sh images.sh; do
   if [[ -x $ROOT/integration/setup/$s ]]; then "$ROOT/integration/setup/$s" >/dev/null; fi
