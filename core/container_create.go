@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/docker/docker/api/types/container"
@@ -137,46 +136,11 @@ func (s *Service) containerDockerConfig(sandboxID string, rt podRuntime, cfg *ru
 		hostCfg.PidMode = "host"
 	}
 	hostCfg.CgroupParent = sandboxCfg.GetLinux().GetCgroupParent()
-	if r := cfg.GetLinux().GetResources(); r != nil {
-		hostCfg.CPUPeriod = r.CpuPeriod
-		hostCfg.CPUQuota = r.CpuQuota
-		hostCfg.CPUShares = r.CpuShares
-		hostCfg.Memory = r.MemoryLimitInBytes
-		hostCfg.CpusetCpus = r.CpusetCpus
-		hostCfg.CpusetMems = r.CpusetMems
-		hostCfg.OomScoreAdj = s.oomScoreAdj(r.OomScoreAdj)
+	s.applyResources(hostCfg, cfg.GetLinux().GetResources())
+	if err := applySecurityContext(containerCfg, hostCfg, cfg.GetLinux().GetSecurityContext()); err != nil {
+		return nil, nil, err
 	}
-	applySecurityContext(containerCfg, hostCfg, cfg.GetLinux().GetSecurityContext())
 	return containerCfg, hostCfg, nil
-}
-
-// applySecurityContext maps the parts of a container's security context that every Docker
-// version honours the same way.
-func applySecurityContext(cc *container.Config, hc *container.HostConfig, sc *runtimeapi.LinuxContainerSecurityContext) {
-	if sc == nil {
-		return
-	}
-	switch {
-	case sc.RunAsUser != nil:
-		cc.User = strconv.FormatInt(sc.RunAsUser.Value, 10)
-	case sc.RunAsUsername != "":
-		cc.User = sc.RunAsUsername
-	}
-	if sc.RunAsGroup != nil && cc.User != "" {
-		cc.User += ":" + strconv.FormatInt(sc.RunAsGroup.Value, 10)
-	}
-	for _, g := range sc.SupplementalGroups {
-		hc.GroupAdd = append(hc.GroupAdd, strconv.FormatInt(g, 10))
-	}
-	hc.Privileged = sc.Privileged
-	hc.ReadonlyRootfs = sc.ReadonlyRootfs
-	if caps := sc.Capabilities; caps != nil {
-		hc.CapAdd = strslice.StrSlice(caps.AddCapabilities)
-		hc.CapDrop = strslice.StrSlice(caps.DropCapabilities)
-	}
-	if sc.NoNewPrivs {
-		hc.SecurityOpt = append(hc.SecurityOpt, "no-new-privileges")
-	}
 }
 
 // binds turns CRI mounts into Docker bind specs: host:container[:options].

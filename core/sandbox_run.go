@@ -105,6 +105,9 @@ func (s *Service) sandboxDockerConfig(cfg *runtimeapi.PodSandboxConfig, rt podRu
 	// Namespaced sysctls (IPC, network) set on the sandbox hold for every container that
 	// joins its namespaces.
 	hostCfg.Sysctls = cfg.GetLinux().GetSysctls()
+	if err := applySandboxSecurity(containerCfg, hostCfg, cfg.GetLinux().GetSecurityContext()); err != nil {
+		return nil, nil, err
+	}
 	if nsOpts.GetIpc() == runtimeapi.NamespaceMode_NODE {
 		hostCfg.IpcMode = "host"
 	}

@@ -24,6 +24,8 @@ import (
 type Client interface {
 	StreamingClient
 	LogClient
+	StatsClient
+	EventsClient
 
 	Ping(ctx context.Context) error
 	// APIVersion is the Engine API version negotiated with the daemon (the client's own before the first call).

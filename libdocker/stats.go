@@ -1,0 +1,4 @@
+package libdocker
+
+// StatsClient is what container and pod stats need of Docker.
+type StatsClient interface{}
