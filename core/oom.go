@@ -22,18 +22,25 @@ const capSysResource = 24
 // container with "can't get final child's PID from pipe: EOF". Docker runs on this node and
 // shares our bounding set, so ours tells.
 func negativeOOMScoreAllowed(info system.Info, log *logrus.Entry) bool {
-	for _, opt := range info.SecurityOptions {
-		if strings.Contains(opt, "name=rootless") {
-			log.Warn("Docker runs rootless: negative oom_score_adj values (sandboxes: -998, Guaranteed pods) are clamped to 0")
-			return false
-		}
-	}
-	bnd, ok := boundingCapabilities()
-	if ok && bnd&(1<<capSysResource) == 0 {
-		log.Warn("this node's capability bounding set lacks CAP_SYS_RESOURCE: negative oom_score_adj values (sandboxes: -998, Guaranteed pods) are clamped to 0")
+	if reason := NegativeOOMScoreRefusal(info); reason != "" {
+		log.Warnf("%s: negative oom_score_adj values (sandboxes: -998, Guaranteed pods) are clamped to 0", reason)
 		return false
 	}
 	return true
+}
+
+// NegativeOOMScoreRefusal says why containers on this node cannot get a negative
+// oom_score_adj, or "" when they can.
+func NegativeOOMScoreRefusal(info system.Info) string {
+	for _, opt := range info.SecurityOptions {
+		if strings.Contains(opt, "name=rootless") {
+			return "Docker runs rootless"
+		}
+	}
+	if bnd, ok := boundingCapabilities(); ok && bnd&(1<<capSysResource) == 0 {
+		return "this node's capability bounding set lacks CAP_SYS_RESOURCE"
+	}
+	return ""
 }
 
 // boundingCapabilities reads CapBnd of this process.

@@ -51,9 +51,11 @@ func newRootCommand() *cobra.Command {
 			return nil
 		},
 	}
-	cfg.BindFlags(root.Flags())
-	root.Flags().StringVar(&configFile, "config", "", "YAML file with settings named as the flags (flags given on the command line win)")
+	// Settings are persistent flags: `doctor` checks the node with the same flags as a serve.
+	cfg.BindFlags(root.PersistentFlags())
+	root.PersistentFlags().StringVar(&configFile, "config", "", "YAML file with settings named as the flags (flags given on the command line win)")
 	root.Flags().BoolVar(&showVersion, "version", false, "print the version and exit")
+	root.AddCommand(newDoctorCommand(cfg, &configFile))
 	root.AddCommand(&cobra.Command{
 		Use:   "version",
 		Short: "Print the version, git commit and CRI API version",

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cri-dockerd/cri-dockerd/config"
+	"github.com/cri-dockerd/cri-dockerd/doctor"
+	"github.com/cri-dockerd/cri-dockerd/libdocker"
+)
+
+// errChecksFailed makes the command exit non-zero after it printed the failed checks.
+var errChecksFailed = errors.New("some checks failed")
+
+func newDoctorCommand(cfg *config.Config, configFile *string) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "doctor",
+		Short: "Check this node for what cri-dockerd needs (Docker, runtimes, handlers, images, CNI, socket)",
+		Long: "doctor checks Docker and its API version, the cgroup driver, every Docker runtime (binary present, executable, " +
+			"not a directory) and runtime handler alias, the pod infra image, CNI config and plugins, the CRI socket and " +
+			"whether negative OOM scores are allowed. It prints one line per check and exits non-zero when a check fails. " +
+			"It takes the same flags and --config as the daemon.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != "text" && output != "json" {
+				return fmt.Errorf("--output %q: want text or json", output)
+			}
+			if *configFile != "" {
+				if err := config.LoadFile(*configFile, cmd.Flags()); err != nil {
+					return err
+				}
+			}
+			docker, err := libdocker.New(libdocker.Options{Endpoint: cfg.DockerEndpoint, RequestTimeout: cfg.RuntimeRequestTimeout})
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), cfg.RuntimeRequestTimeout)
+			defer cancel()
+			checks := doctor.Run(ctx, docker, cfg)
+			if err := doctor.Print(cmd.OutOrStdout(), checks, output == "json"); err != nil {
+				return err
+			}
+			if doctor.Failed(checks) {
+				return errChecksFailed
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "text (one line per check) or json")
+	return cmd
+}
