@@ -80,3 +80,20 @@ func (x *sandboxIndex) lookup(ctx context.Context, docker libdocker.Client, id s
 	x.put(list[0].ID, rt)
 	return list[0].ID, rt, true, nil
 }
+
+// countByHandler counts the sandboxes of each runtime handler.
+func (x *sandboxIndex) countByHandler() map[string]int {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	counts := map[string]int{}
+	for _, rt := range x.byID {
+		counts[rt.Handler]++
+	}
+	return counts
+}
+
+// PodsByHandler counts the pod sandboxes Docker has, by RuntimeClass handler ("" for the
+// default), for the metrics.
+func (s *Service) PodsByHandler() map[string]int {
+	return s.sandboxes.countByHandler()
+}

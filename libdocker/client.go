@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"syscall"
 	"time"
 
@@ -64,6 +65,8 @@ type Options struct {
 	Endpoint string
 	// RequestTimeout bounds every call except image pulls (those are bounded by progress).
 	RequestTimeout time.Duration
+	// WrapTransport, when set, wraps the HTTP transport to Docker (e.g. to time each call).
+	WrapTransport func(http.RoundTripper) http.RoundTripper
 }
 
 type client struct {
@@ -77,6 +80,14 @@ func New(opts Options) (Client, error) {
 	clientOpts := []dockerclient.Opt{dockerclient.FromEnv, dockerclient.WithAPIVersionNegotiation()}
 	if opts.Endpoint != "" {
 		clientOpts = append(clientOpts, dockerclient.WithHost(opts.Endpoint))
+	}
+	if opts.WrapTransport != nil {
+		// Last: the transport is configured for the endpoint by now.
+		clientOpts = append(clientOpts, func(c *dockerclient.Client) error {
+			hc := c.HTTPClient()
+			hc.Transport = opts.WrapTransport(hc.Transport)
+			return dockerclient.WithHTTPClient(hc)(c)
+		})
 	}
 	api, err := dockerclient.NewClientWithOpts(clientOpts...)
 	if err != nil {

@@ -1,0 +1,83 @@
+package metrics
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+func TestOperationNamesHidesIDsAndImageNames(t *testing.T) {
+	for path, want := range map[string]string{
+		"/v1.41/containers/0123abcd/json":                "GET /containers/{id}/json",
+		"/v1.41/containers/json":                         "GET /containers/json",
+		"/v1.41/containers/create":                       "GET /containers/create",
+		"/v1.41/exec/deadbeef/start":                     "GET /exec/{id}/start",
+		"/v1.41/images/registry.k8s.io/pause:3.10/json":  "GET /images/{name}/json",
+		"/v1.41/images/json":                             "GET /images/json",
+		"/v1.41/images/docker.io/library/busybox:latest": "GET /images/{name}",
+		"/_ping":      "GET /_ping",
+		"/v1.43/info": "GET /info",
+	} {
+		if got := Operation("GET", path); got != want {
+			t.Errorf("Operation(%q) = %q, want %q", path, got, want)
+		}
+	}
+}
+
+func TestMetricsEndpointReportsCallsErrorsAndHandlers(t *testing.T) {
+	m := New(func() map[string]int { return map[string]int{"": 2, "runsc": 1} })
+	intercept := m.UnaryInterceptor()
+	info := &grpc.UnaryServerInfo{FullMethod: "/runtime.v1.RuntimeService/RunPodSandbox"}
+	_, _ = intercept(context.Background(), nil, info, func(context.Context, any) (any, error) { return nil, nil })
+	_, _ = intercept(context.Background(), nil, info, func(context.Context, any) (any, error) {
+		return nil, status.Error(codes.InvalidArgument, "bad")
+	})
+	m.ObserveDocker("POST /containers/create", 3*time.Millisecond, false)
+	m.ObserveDocker("POST /containers/{id}/start", time.Millisecond, true)
+	m.StreamingSessions.WithLabelValues("exec").Inc()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	addr, done, err := m.Serve(ctx, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get("http://" + addr.String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		`cri_dockerd_cri_request_duration_seconds_count{method="RunPodSandbox"} 2`,
+		`cri_dockerd_cri_request_errors_total{code="InvalidArgument",method="RunPodSandbox"} 1`,
+		`cri_dockerd_docker_operation_duration_seconds_count{operation="POST /containers/create"} 1`,
+		`cri_dockerd_docker_operation_errors_total{operation="POST /containers/{id}/start"} 1`,
+		`cri_dockerd_pod_sandboxes{runtime_handler="runsc"} 1`,
+		`cri_dockerd_streaming_sessions{kind="exec"} 1`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	resp, err = http.Get("http://" + addr.String() + "/debug/pprof/")
+	if err != nil || resp.StatusCode != 200 {
+		t.Errorf("pprof: %v %v", resp, err)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("metrics server did not stop")
+	}
+}
