@@ -9,18 +9,34 @@ LDFLAGS := -X github.com/cri-dockerd/cri-dockerd/core.Version=$(VERSION) -X gith
 # Extra flags for `make run`, e.g. ARGS='--runtime-handler spin=io.containerd.spin.v2'
 ARGS ?=
 
-.PHONY: build run test unit lint setup integration critest bench clean
+PREFIX ?= /usr/local
+DESTDIR ?=
+SYSTEMD_DIR ?= /etc/systemd/system
+
+.PHONY: build run install test unit lint setup integration critest bench clean
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/cri-dockerd
 
 # Serve on the default socket (unix:///var/run/cri-dockerd.sock). Installs and starts Docker
-# first when this machine has none running (no test runtimes are added to daemon.json).
+# (and Debian's CNI plugins) first when this machine has none running (no test runtimes are
+# added to daemon.json), and the sample CNI bridge network when no CNI config exists.
 run: build
 	@/usr/bin/docker version >/dev/null 2>&1 || TEST_RUNTIMES=0 integration/setup/docker.sh
+	@ls /etc/cni/net.d/*.conf* >/dev/null 2>&1 || { echo "installing the sample CNI bridge network (packaging/cni)"; \
+		install -D -m 0644 packaging/cni/10-cri-dockerd-bridge.conflist /etc/cni/net.d/10-cri-dockerd-bridge.conflist; }
 	./$(BIN) $(ARGS)
 
-test: lint unit setup integration critest
+# The binary and upstream's unit names (cri-docker.service, cri-docker.socket); then
+# systemctl daemon-reload && systemctl enable --now cri-docker.socket cri-docker.service
+install: build
+	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/cri-dockerd
+	install -D -m 0644 packaging/systemd/cri-docker.socket $(DESTDIR)$(SYSTEMD_DIR)/cri-docker.socket
+	sed 's|/usr/local/bin/cri-dockerd|$(PREFIX)/bin/cri-dockerd|' packaging/systemd/cri-docker.service > cri-docker.service.tmp
+	install -D -m 0644 cri-docker.service.tmp $(DESTDIR)$(SYSTEMD_DIR)/cri-docker.service
+	rm -f cri-docker.service.tmp
+
+test: lint unit setup integration critest e2e-kubelet
 
 lint:
 	@bad=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$bad" ]; then echo "gofmt needed: $$bad"; exit 1; fi
@@ -46,3 +62,9 @@ bench: build setup
 
 clean:
 	rm -rf bin
+
+# A real kubelet v1.37.2 (+ etcd, kube-apiserver) end to end on a private dockerd; builds the
+# Kubernetes binaries into /var/cache/cri-dockerd-ci/k8s-bin/ once (integration/e2e/README.md).
+.PHONY: e2e-kubelet
+e2e-kubelet: build setup
+	integration/e2e/run.sh $(BIN)

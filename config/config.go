@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -28,7 +29,15 @@ const (
 	DefaultRuntimeHandlerName = "docker"
 	// DefaultStreamingBindAddr is loopback and a free port: never every interface by default.
 	DefaultStreamingBindAddr = "127.0.0.1:0"
+	// DefaultNetworkPlugin is CNI, as upstream; "" (or "none") is Docker's default bridge.
+	DefaultNetworkPlugin = "cni"
+	DefaultCNIConfDir    = "/etc/cni/net.d"
+	DefaultCNICacheDir   = "/var/lib/cni/cache"
 )
+
+// DefaultCNIBinDirs are searched for CNI plugins in order: upstream's directory, then Debian's
+// (package containernetworking-plugins), so that a Debian node works out of the box.
+var DefaultCNIBinDirs = []string{"/opt/cni/bin", "/usr/lib/cni"}
 
 // Config is everything cri-dockerd needs to serve.
 type Config struct {
@@ -42,11 +51,14 @@ type Config struct {
 	CNIBinDirs                []string
 	CNIConfDir                string
 	CNICacheDir               string
+	NetworkPluginMTU          int // > 0: the MTU of the pods' interface in the CNI config
 	LogLevel                  string
 	// RuntimeHandlerAliases maps a RuntimeClass handler name to a Docker runtime name.
 	RuntimeHandlerAliases map[string]string
 	// DefaultRuntimeHandler is the handler name that selects Docker's default runtime.
 	DefaultRuntimeHandler string
+	// MetricsBindAddr is where Prometheus metrics and pprof are served; "" is off.
+	MetricsBindAddr string
 	// StreamingBindAddr is where the exec/attach/port-forward server listens (HOST:PORT, HOST, :PORT).
 	StreamingBindAddr string
 }
@@ -60,10 +72,10 @@ func Default() *Config {
 		PodInfraContainerImage:    DefaultPodInfraImage,
 		RuntimeRequestTimeout:     DefaultRuntimeRequestTimeout,
 		ImagePullProgressDeadline: DefaultImagePullProgressLimit,
-		NetworkPlugin:             "",
-		CNIBinDirs:                []string{"/opt/cni/bin"},
-		CNIConfDir:                "/etc/cni/net.d",
-		CNICacheDir:               "/var/lib/cni/cache",
+		NetworkPlugin:             DefaultNetworkPlugin,
+		CNIBinDirs:                append([]string(nil), DefaultCNIBinDirs...),
+		CNIConfDir:                DefaultCNIConfDir,
+		CNICacheDir:               DefaultCNICacheDir,
 		LogLevel:                  "info",
 		RuntimeHandlerAliases:     map[string]string{},
 		DefaultRuntimeHandler:     DefaultRuntimeHandlerName,
@@ -101,9 +113,12 @@ func ParseRuntimeHandler(value string) (name, dockerRuntime string, err error) {
 // Validate checks the configuration and says what to fix.
 func (c *Config) Validate() error {
 	var problems []string
-	if !strings.HasPrefix(c.ContainerRuntimeEndpoint, "unix://") {
-		problems = append(problems, fmt.Sprintf("--container-runtime-endpoint %q: only unix:// endpoints are supported", c.ContainerRuntimeEndpoint))
-	} else if strings.TrimPrefix(c.ContainerRuntimeEndpoint, "unix://") == "" {
+	switch {
+	case c.ContainerRuntimeEndpoint == "fd://":
+		// The socket systemd passes (cri-docker.socket).
+	case !strings.HasPrefix(c.ContainerRuntimeEndpoint, "unix://"):
+		problems = append(problems, fmt.Sprintf("--container-runtime-endpoint %q: want unix://PATH, or fd:// for the socket systemd passes", c.ContainerRuntimeEndpoint))
+	case strings.TrimPrefix(c.ContainerRuntimeEndpoint, "unix://") == "":
 		problems = append(problems, "--container-runtime-endpoint: empty socket path")
 	}
 	if c.RootDirectory == "" {
@@ -120,8 +135,25 @@ func (c *Config) Validate() error {
 	}
 	switch c.NetworkPlugin {
 	case "", "none":
+	case "cni":
+		if c.CNIConfDir == "" {
+			problems = append(problems, "--cni-conf-dir must not be empty with --network-plugin=cni")
+		}
+		if len(c.CNIBinDirs) == 0 || slices.Contains(c.CNIBinDirs, "") {
+			problems = append(problems, "--cni-bin-dir: give one or more directories with --network-plugin=cni")
+		}
 	default:
-		problems = append(problems, fmt.Sprintf("--network-plugin %q: this build supports \"\" or \"none\" (Docker's default bridge)", c.NetworkPlugin))
+		problems = append(problems, fmt.Sprintf("--network-plugin %q: use \"cni\" (CNI plugins) or \"\" / \"none\" (Docker's default bridge)", c.NetworkPlugin))
+	}
+	if c.MetricsBindAddr != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsBindAddr); err != nil {
+			problems = append(problems, fmt.Sprintf("--metrics-bind-addr %q: want HOST:PORT, e.g. 127.0.0.1:9099", c.MetricsBindAddr))
+		}
+	}
+	if c.NetworkPluginMTU < 0 || c.NetworkPluginMTU > 65535 {
+		problems = append(problems, fmt.Sprintf("--network-plugin-mtu %d: want 0 (the plugin's default) or an MTU up to 65535", c.NetworkPluginMTU))
+	} else if c.NetworkPluginMTU > 0 && c.NetworkPluginMTU < 576 {
+		problems = append(problems, fmt.Sprintf("--network-plugin-mtu %d: an MTU below 576 cannot carry IPv4", c.NetworkPluginMTU))
 	}
 	if err := validateBindAddr(c.StreamingBindAddr); err != nil {
 		problems = append(problems, err.Error())

@@ -51,20 +51,22 @@ func (h *handlerFlag) Type() string { return "NAME=DOCKER_RUNTIME" }
 
 // BindFlags registers every setting on fs, writing into c.
 func (c *Config) BindFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&c.ContainerRuntimeEndpoint, "container-runtime-endpoint", c.ContainerRuntimeEndpoint, "the CRI endpoint to serve on (unix://PATH)")
+	fs.StringVar(&c.ContainerRuntimeEndpoint, "container-runtime-endpoint", c.ContainerRuntimeEndpoint, "the CRI endpoint to serve on: unix://PATH, or fd:// for the socket systemd passes (cri-docker.socket)")
 	fs.StringVar(&c.DockerEndpoint, "docker-endpoint", c.DockerEndpoint, "the Docker daemon to use")
 	fs.StringVar(&c.RootDirectory, "cri-dockerd-root-directory", c.RootDirectory, "where cri-dockerd keeps its state (checkpoints)")
 	fs.StringVar(&c.PodInfraContainerImage, "pod-infra-container-image", c.PodInfraContainerImage, "the image of each pod's sandbox (pause) container")
 	fs.DurationVar(&c.RuntimeRequestTimeout, "runtime-request-timeout", c.RuntimeRequestTimeout, "timeout of each Docker call, except image pulls")
 	fs.DurationVar(&c.ImagePullProgressDeadline, "image-pull-progress-deadline", c.ImagePullProgressDeadline, "cancel an image pull that reports no progress for this long")
-	fs.StringVar(&c.NetworkPlugin, "network-plugin", c.NetworkPlugin, `pod networking: "" or "none" (Docker's default bridge)`)
-	fs.StringSliceVar(&c.CNIBinDirs, "cni-bin-dir", c.CNIBinDirs, "directories with CNI plugin binaries (used with --network-plugin=cni)")
-	fs.StringVar(&c.CNIConfDir, "cni-conf-dir", c.CNIConfDir, "directory with CNI network configs (used with --network-plugin=cni)")
+	fs.StringVar(&c.NetworkPlugin, "network-plugin", c.NetworkPlugin, `pod networking: "cni" (CNI plugins), or "" / "none" (Docker's default bridge with Docker port bindings)`)
+	fs.StringSliceVar(&c.CNIBinDirs, "cni-bin-dir", c.CNIBinDirs, "directories searched in order for CNI plugin binaries, comma-separated or repeated (used with --network-plugin=cni)")
+	fs.StringVar(&c.CNIConfDir, "cni-conf-dir", c.CNIConfDir, "directory with CNI network configs; the first valid one in lexical order is used, and changes are picked up without a restart (used with --network-plugin=cni)")
 	fs.StringVar(&c.CNICacheDir, "cni-cache-dir", c.CNICacheDir, "CNI cache directory (used with --network-plugin=cni)")
+	fs.IntVar(&c.NetworkPluginMTU, "network-plugin-mtu", c.NetworkPluginMTU, "MTU of the pods' interface, set in the config of CNI plugins that take one (bridge, ptp, macvlan, ipvlan, vlan); 0 keeps the config's")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: trace, debug, info, warn, error")
 	fs.Var(&handlerFlag{aliases: c.RuntimeHandlerAliases}, "runtime-handler",
 		"map a RuntimeClass handler to a Docker runtime, NAME=DOCKER_RUNTIME (repeatable), e.g. spin=io.containerd.spin.v2")
 	fs.StringVar(&c.DefaultRuntimeHandler, "default-runtime-handler-name", c.DefaultRuntimeHandler, `the handler name that, like "", selects Docker's default runtime`)
+	fs.StringVar(&c.MetricsBindAddr, "metrics-bind-addr", c.MetricsBindAddr, "serve Prometheus metrics and /debug/pprof on HOST:PORT (off when empty; use a loopback host unless you mean every interface)")
 	fs.StringVar(&c.StreamingBindAddr, "streaming-bind-addr", c.StreamingBindAddr,
 		"where the exec/attach/port-forward server listens: HOST:PORT, HOST (a free port) or :PORT (every interface); port 0 picks a free port")
 }

@@ -38,7 +38,7 @@ func (s *Service) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 		return nil, notFoundf("pod sandbox %q not found", req.GetPodSandboxId())
 	}
 
-	containerCfg, hostCfg, err := s.containerDockerConfig(sandboxID, rt, cfg, sandboxCfg)
+	containerCfg, hostCfg, err := s.containerDockerConfig(ctx, sandboxID, rt, cfg, sandboxCfg)
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +86,7 @@ func validateContainerConfig(cfg *runtimeapi.ContainerConfig) error {
 }
 
 // containerDockerConfig is the Docker configuration of a container in sandbox sandboxID.
-func (s *Service) containerDockerConfig(sandboxID string, rt podRuntime, cfg *runtimeapi.ContainerConfig, sandboxCfg *runtimeapi.PodSandboxConfig) (*container.Config, *container.HostConfig, error) {
+func (s *Service) containerDockerConfig(ctx context.Context, sandboxID string, rt podRuntime, cfg *runtimeapi.ContainerConfig, sandboxCfg *runtimeapi.PodSandboxConfig) (*container.Config, *container.HostConfig, error) {
 	labels := makeLabels(cfg.Labels, cfg.Annotations)
 	labels[containerTypeLabel] = containerTypeContainer
 	labels[sandboxIDLabel] = sandboxID
@@ -115,29 +115,21 @@ func (s *Service) containerDockerConfig(sandboxID string, rt podRuntime, cfg *ru
 		OpenStdin:  cfg.Stdin,
 		StdinOnce:  cfg.StdinOnce,
 	}
-	sandboxNS := sandboxCfg.GetLinux().GetSecurityContext().GetNamespaceOptions()
-	joinSandbox := container.NetworkMode("container:" + sandboxID)
 	hostCfg := &container.HostConfig{
-		Runtime:     rt.DockerRuntime,
-		NetworkMode: joinSandbox,
-		IpcMode:     container.IpcMode("container:" + sandboxID),
-		Binds:       binds(cfg.Mounts),
+		Runtime: rt.DockerRuntime,
+		Binds:   binds(cfg.Mounts),
 	}
-	if sandboxNS.GetNetwork() == runtimeapi.NamespaceMode_NODE {
-		hostCfg.NetworkMode = "host"
-	}
-	if sandboxNS.GetIpc() == runtimeapi.NamespaceMode_NODE {
-		hostCfg.IpcMode = "host"
-	}
-	switch cfg.GetLinux().GetSecurityContext().GetNamespaceOptions().GetPid() {
-	case runtimeapi.NamespaceMode_POD:
-		hostCfg.PidMode = container.PidMode("container:" + sandboxID)
-	case runtimeapi.NamespaceMode_NODE:
-		hostCfg.PidMode = "host"
+	sandboxNS := sandboxCfg.GetLinux().GetSecurityContext().GetNamespaceOptions()
+	if err := s.applyNamespaces(ctx, hostCfg, sandboxID, sandboxNS, cfg.GetLinux().GetSecurityContext().GetNamespaceOptions()); err != nil {
+		return nil, nil, err
 	}
 	hostCfg.CgroupParent = sandboxCfg.GetLinux().GetCgroupParent()
 	s.applyResources(hostCfg, cfg.GetLinux().GetResources())
-	if err := applySecurityContext(containerCfg, hostCfg, cfg.GetLinux().GetSecurityContext()); err != nil {
+	if err := s.applyDevices(hostCfg, cfg.Devices, cfg.CDIDevices); err != nil {
+		return nil, nil, err
+	}
+	s.applyContainerAnnotations(hostCfg, sandboxID, cfg, sandboxCfg)
+	if err := s.applySecurityContext(ctx, containerCfg, hostCfg, cfg.GetLinux().GetSecurityContext(), sandboxCfg.GetLinux().GetSecurityContext().GetPrivileged()); err != nil {
 		return nil, nil, err
 	}
 	return containerCfg, hostCfg, nil

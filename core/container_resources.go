@@ -1,20 +1,215 @@
 package core
 
 import (
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/versions"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// applyResources maps a container's Linux resources onto Docker's.
+// Engine API versions of features this file uses.
+const (
+	// apiAnnotations: HostConfig.Annotations reach the OCI spec (Docker 24).
+	apiAnnotations = "1.43"
+	// apiCDI: CDI device requests (Docker 25, behind the cdi feature until Docker 28).
+	apiCDI = "1.44"
+)
+
+// OCI annotations that tell VM-based runtimes (Kata, gVisor) what a container is, with the
+// keys containerd uses.
+const (
+	annotationContainerType      = "io.kubernetes.cri.container-type"
+	annotationContainerName      = "io.kubernetes.cri.container-name"
+	annotationImageName          = "io.kubernetes.cri.image-name"
+	annotationSandboxID          = "io.kubernetes.cri.sandbox-id"
+	annotationSandboxName        = "io.kubernetes.cri.sandbox-name"
+	annotationSandboxNamespace   = "io.kubernetes.cri.sandbox-namespace"
+	annotationSandboxUID         = "io.kubernetes.cri.sandbox-uid"
+	annotationSandboxLogDir      = "io.kubernetes.cri.sandbox-log-directory"
+	annotationSandboxCPUPeriod   = "io.kubernetes.cri.sandbox-cpu-period"
+	annotationSandboxCPUQuota    = "io.kubernetes.cri.sandbox-cpu-quota"
+	annotationSandboxCPUShares   = "io.kubernetes.cri.sandbox-cpu-shares"
+	annotationSandboxMemory      = "io.kubernetes.cri.sandbox-memory"
+	annotationContainerTypeValue = "container"
+	annotationSandboxTypeValue   = "sandbox"
+)
+
+// applyResources maps a container's Linux resources onto Docker's at create time.
 func (s *Service) applyResources(hc *container.HostConfig, r *runtimeapi.LinuxContainerResources) {
 	if r == nil {
 		return
 	}
-	hc.CPUPeriod = r.CpuPeriod
-	hc.CPUQuota = r.CpuQuota
-	hc.CPUShares = r.CpuShares
-	hc.Memory = r.MemoryLimitInBytes
-	hc.CpusetCpus = r.CpusetCpus
-	hc.CpusetMems = r.CpusetMems
+	res := s.dockerResources(r)
+	hc.CPUPeriod, hc.CPUQuota, hc.CPUShares = res.CPUPeriod, res.CPUQuota, res.CPUShares
+	hc.Memory, hc.MemorySwap, hc.MemoryReservation = res.Memory, res.MemorySwap, res.MemoryReservation
+	hc.CpusetCpus, hc.CpusetMems, hc.PidsLimit = res.CpusetCpus, res.CpusetMems, res.PidsLimit
 	hc.OomScoreAdj = s.oomScoreAdj(r.OomScoreAdj)
+}
+
+// dockerResources converts CRI resources into Docker's. Docker has no per-container hugetlb
+// limit (the kubelet's pod cgroup enforces it) and knows only some cgroup v2 keys; what it
+// cannot take is logged once per kind, since the kubelet sends some of it for every container.
+func (s *Service) dockerResources(r *runtimeapi.LinuxContainerResources) container.Resources {
+	res := container.Resources{
+		CPUPeriod:  r.CpuPeriod,
+		CPUQuota:   r.CpuQuota,
+		CPUShares:  r.CpuShares,
+		Memory:     r.MemoryLimitInBytes,
+		CpusetCpus: r.CpusetCpus,
+		CpusetMems: r.CpusetMems,
+	}
+	if r.MemorySwapLimitInBytes != 0 {
+		res.MemorySwap = r.MemorySwapLimitInBytes
+	}
+	for _, h := range r.HugepageLimits {
+		if h.GetLimit() > 0 {
+			s.warnOnce("hugepages", "Docker cannot limit hugepages per container (%s: %d bytes asked); the pod's cgroup limit set by the kubelet applies", h.PageSize, h.Limit)
+		}
+	}
+	keys := make([]string, 0, len(r.Unified))
+	for k := range r.Unified {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		v := strings.TrimSpace(r.Unified[k])
+		switch k {
+		case "memory.max":
+			if res.Memory == 0 && v != "max" {
+				if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+					res.Memory = n
+				}
+			}
+		case "memory.low":
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+				res.MemoryReservation = n
+			}
+		case "memory.swap.max":
+			switch {
+			case res.Memory == 0:
+				s.warnOnce("unified:"+k, "cgroup v2 %s=%s ignored: Docker limits swap only together with a memory limit", k, v)
+			case v == "max":
+				res.MemorySwap = -1
+			default:
+				if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+					res.MemorySwap = res.Memory + n
+				}
+			}
+		case "pids.max":
+			n := int64(-1)
+			if v != "max" {
+				parsed, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					continue
+				}
+				n = parsed
+			}
+			res.PidsLimit = &n
+		default:
+			s.warnOnce("unified:"+k, "cgroup v2 setting %s=%s ignored: Docker has no setting for it", k, v)
+		}
+	}
+	return res
+}
+
+// applyDevices maps device mappings and CDI devices. CDI devices need a daemon that resolves
+// them (Engine API >= 1.44 with the cdi feature): older daemons are refused here rather than
+// fail at start with "could not select device driver".
+func (s *Service) applyDevices(hc *container.HostConfig, devices []*runtimeapi.Device, cdi []*runtimeapi.CDIDevice) error {
+	for _, d := range devices {
+		if d.HostPath == "" {
+			return invalidf("device -> %q: host_path is required", d.ContainerPath)
+		}
+		perms := d.Permissions
+		if perms == "" {
+			perms = "rwm"
+		}
+		if strings.Trim(perms, "rwm") != "" {
+			return invalidf("device %q: permissions %q: only r, w and m are allowed", d.HostPath, d.Permissions)
+		}
+		target := d.ContainerPath
+		if target == "" {
+			target = d.HostPath
+		}
+		hc.Devices = append(hc.Devices, container.DeviceMapping{PathOnHost: d.HostPath, PathInContainer: target, CgroupPermissions: perms})
+	}
+	if len(cdi) == 0 {
+		return nil
+	}
+	if v := s.docker.APIVersion(); versions.LessThan(v, apiCDI) {
+		return status.Errorf(codes.FailedPrecondition, "CDI devices need Docker Engine API %s or newer with CDI enabled; this daemon speaks %s", apiCDI, v)
+	}
+	ids := make([]string, 0, len(cdi))
+	for _, d := range cdi {
+		if d.GetName() == "" {
+			return invalidf("CDI device: a fully qualified name is required (vendor.com/class=name)")
+		}
+		ids = append(ids, d.Name)
+	}
+	hc.DeviceRequests = append(hc.DeviceRequests, container.DeviceRequest{Driver: "cdi", DeviceIDs: ids})
+	return nil
+}
+
+// applyContainerAnnotations tells the runtime which pod a container belongs to, through OCI
+// annotations, as containerd does for VM-based runtimes. Daemons before API 1.43 drop them.
+func (s *Service) applyContainerAnnotations(hc *container.HostConfig, sandboxID string, cfg *runtimeapi.ContainerConfig, sandboxCfg *runtimeapi.PodSandboxConfig) {
+	if v := s.docker.APIVersion(); versions.LessThan(v, apiAnnotations) {
+		s.warnOnce("annotations", "Docker Engine API %s < %s: OCI annotations (io.kubernetes.cri.*: pod identity and resources) do not reach runtimes; VM-based runtimes size their VMs without them", v, apiAnnotations)
+		return
+	}
+	m := sandboxCfg.GetMetadata()
+	if hc.Annotations == nil {
+		hc.Annotations = map[string]string{}
+	}
+	hc.Annotations[annotationContainerType] = annotationContainerTypeValue
+	hc.Annotations[annotationContainerName] = cfg.GetMetadata().GetName()
+	hc.Annotations[annotationImageName] = cfg.GetImage().GetImage()
+	hc.Annotations[annotationSandboxID] = sandboxID
+	hc.Annotations[annotationSandboxName] = m.GetName()
+	hc.Annotations[annotationSandboxNamespace] = m.GetNamespace()
+	hc.Annotations[annotationSandboxUID] = m.GetUid()
+}
+
+// sandboxAnnotations are the OCI annotations of a sandbox container, for sandbox_run.go to set
+// as HostConfig.Annotations: the pod's identity and, for VM-based runtimes that size the VM
+// from them, the pod's resources and overhead. It returns nil when the daemon cannot pass
+// annotations (API < 1.43).
+func (s *Service) sandboxAnnotations(cfg *runtimeapi.PodSandboxConfig) map[string]string {
+	if v := s.docker.APIVersion(); versions.LessThan(v, apiAnnotations) {
+		s.warnOnce("annotations", "Docker Engine API %s < %s: OCI annotations (io.kubernetes.cri.*: pod identity and resources) do not reach runtimes; VM-based runtimes size their VMs without them", v, apiAnnotations)
+		return nil
+	}
+	m := cfg.GetMetadata()
+	out := map[string]string{
+		annotationContainerType:    annotationSandboxTypeValue,
+		annotationSandboxName:      m.GetName(),
+		annotationSandboxNamespace: m.GetNamespace(),
+		annotationSandboxUID:       m.GetUid(),
+		annotationSandboxLogDir:    cfg.GetLogDirectory(),
+	}
+	// The pod's resources plus its overhead: what the VM must hold.
+	res, over := cfg.GetLinux().GetResources(), cfg.GetLinux().GetOverhead()
+	if res != nil || over != nil {
+		out[annotationSandboxCPUPeriod] = strconv.FormatInt(res.GetCpuPeriod(), 10)
+		out[annotationSandboxCPUQuota] = strconv.FormatInt(res.GetCpuQuota()+over.GetCpuQuota(), 10)
+		out[annotationSandboxCPUShares] = strconv.FormatInt(res.GetCpuShares()+over.GetCpuShares(), 10)
+		out[annotationSandboxMemory] = strconv.FormatInt(res.GetMemoryLimitInBytes()+over.GetMemoryLimitInBytes(), 10)
+	}
+	return out
+}
+
+// onceLogger logs each kind of message once per process: the kubelet repeats the same request
+// for every container, and the log should say it once.
+type onceLogger struct{ seen sync.Map }
+
+func (s *Service) warnOnce(key, format string, args ...any) {
+	if _, loaded := s.once.seen.LoadOrStore(key, true); !loaded {
+		s.log.Warnf(format, args...)
+	}
 }

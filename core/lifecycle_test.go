@@ -2,11 +2,13 @@ package core
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"strings"
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"google.golang.org/grpc/codes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -314,4 +316,19 @@ func TestExecSyncReturnsOutputAndExitCode(t *testing.T) {
 	wantCode(t, err, codes.NotFound)
 	_, err = s.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: id})
 	wantCode(t, err, codes.InvalidArgument)
+}
+
+func TestRemoveWaitsForARemovalAlreadyInProgress(t *testing.T) {
+	fake := libdocker.NewFake()
+	s := newTestService(t, fake, Options{})
+	podID, _ := runPod(t, s, "p", "")
+	// Docker refuses while another removal runs; that removal then finishes.
+	fake.InjectError("RemoveContainer", fmt.Errorf("%w: removal of container %s is already in progress", cerrdefs.ErrConflict, podID))
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		_ = fake.RemoveContainer(context.Background(), podID, container.RemoveOptions{Force: true})
+	}()
+	if _, err := s.RemovePodSandbox(context.Background(), &runtimeapi.RemovePodSandboxRequest{PodSandboxId: podID}); err != nil {
+		t.Errorf("RemovePodSandbox during another removal: %v", err)
+	}
 }

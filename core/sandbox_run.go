@@ -30,11 +30,16 @@ func (s *Service) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 	if err != nil {
 		return nil, err
 	}
+	// The network plugin must be ready (a CNI config and its plugins) before anything is made.
+	att, err := s.planSandboxNetwork(cfg)
+	if err != nil {
+		return nil, err
+	}
 	if err := s.ensureImage(ctx, s.opts.PodInfraImage); err != nil {
 		return nil, dockerError(err, "pull pod infra image %q", s.opts.PodInfraImage)
 	}
 
-	containerCfg, hostCfg, err := s.sandboxDockerConfig(cfg, rt)
+	containerCfg, hostCfg, err := s.sandboxDockerConfig(cfg, rt, att != nil)
 	if err != nil {
 		return nil, err
 	}
@@ -49,6 +54,13 @@ func (s *Service) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 		s.removeAfterFailure(ctx, id)
 		s.sandboxes.remove(id)
 		return nil, s.runtimeFailure(ctx, err, fmt.Sprintf("start sandbox %q", name), rt)
+	}
+	if att != nil {
+		if err := s.setUpSandboxNetwork(ctx, id, att); err != nil {
+			s.removeAfterFailure(ctx, id)
+			s.sandboxes.remove(id)
+			return nil, err
+		}
 	}
 	s.log.WithFields(map[string]any{"id": id, "pod": cfg.Metadata.Namespace + "/" + cfg.Metadata.Name, "handler": rt.Handler, "docker_runtime": rt.DockerRuntime}).Info("pod sandbox running")
 	return &runtimeapi.RunPodSandboxResponse{PodSandboxId: id}, nil
@@ -79,8 +91,10 @@ func validateSandboxConfig(cfg *runtimeapi.PodSandboxConfig) error {
 	return nil
 }
 
-// sandboxDockerConfig is the Docker configuration of a pod's sandbox container.
-func (s *Service) sandboxDockerConfig(cfg *runtimeapi.PodSandboxConfig, rt podRuntime) (*container.Config, *container.HostConfig, error) {
+// sandboxDockerConfig is the Docker configuration of a pod's sandbox container. A sandbox that
+// the network plugin attaches (namespaced) gets an empty network namespace (NetworkMode none):
+// its port mappings are the plugin's; Docker still writes its hostname and resolv.conf.
+func (s *Service) sandboxDockerConfig(cfg *runtimeapi.PodSandboxConfig, rt podRuntime, namespaced bool) (*container.Config, *container.HostConfig, error) {
 	labels := makeLabels(cfg.Labels, cfg.Annotations)
 	labels[containerTypeLabel] = containerTypeSandbox
 	labels[handlerLabel] = rt.Handler
@@ -114,17 +128,24 @@ func (s *Service) sandboxDockerConfig(cfg *runtimeapi.PodSandboxConfig, rt podRu
 	if nsOpts.GetPid() == runtimeapi.NamespaceMode_NODE {
 		hostCfg.PidMode = "host"
 	}
-	if hostNetwork {
+	switch {
+	case hostNetwork:
 		hostCfg.NetworkMode = "host"
-	} else {
+	case namespaced:
+		hostCfg.NetworkMode = "none"
+	default:
 		hostCfg.NetworkMode = "default"
-		// Docker refuses a hostname together with the host network.
-		containerCfg.Hostname = cfg.Hostname
-		if dns := cfg.GetDnsConfig(); dns != nil {
-			hostCfg.DNS, hostCfg.DNSSearch, hostCfg.DNSOptions = dns.Servers, dns.Searches, dns.Options
-		}
 		exposed, bindings := portBindings(cfg.PortMappings)
 		containerCfg.ExposedPorts, hostCfg.PortBindings = exposed, bindings
+	}
+	if !hostNetwork {
+		// Docker refuses a hostname together with the host network.
+		containerCfg.Hostname = cfg.Hostname
+	}
+	// Docker writes the sandbox's resolv.conf from these in every network mode (none and host
+	// too: ClusterFirstWithHostNet), and the pod's containers share the file.
+	if dns := cfg.GetDnsConfig(); dns != nil {
+		hostCfg.DNS, hostCfg.DNSSearch, hostCfg.DNSOptions = dns.Servers, dns.Searches, dns.Options
 	}
 	return containerCfg, hostCfg, nil
 }

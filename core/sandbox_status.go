@@ -65,7 +65,11 @@ func (s *Service) PodSandboxStatus(ctx context.Context, req *runtimeapi.PodSandb
 	if c.State != nil && c.State.Running {
 		st.State = runtimeapi.PodSandboxState_SANDBOX_READY
 	}
-	if !c.HostConfig.NetworkMode.IsHost() {
+	switch {
+	case c.HostConfig.NetworkMode.IsNone():
+		// Attached by the network plugin: its IPs are in the checkpoint, not in Docker.
+		st.Network.Ip, st.Network.AdditionalIps = s.sandboxIPs(c.ID)
+	case !c.HostConfig.NetworkMode.IsHost():
 		st.Network.Ip, st.Network.AdditionalIps = podIPs(c)
 	}
 	resp := &runtimeapi.PodSandboxStatusResponse{Status: st}

@@ -15,8 +15,10 @@ import (
 // left here only gets a short one.
 const sandboxStopTimeout = 10 * time.Second
 
-// StopPodSandbox stops every container of the pod and the sandbox. Idempotent: an unknown or
-// already stopped sandbox is a success, as the CRI asks.
+// StopPodSandbox stops every container of the pod, tears down the pod's network (CNI DEL, while
+// its namespace still exists) and stops the sandbox. Idempotent: an unknown or already stopped
+// sandbox is a success, as the CRI asks; the network of a sandbox whose container is gone is
+// still torn down from its checkpoint.
 func (s *Service) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSandboxRequest) (*runtimeapi.StopPodSandboxResponse, error) {
 	id := req.GetPodSandboxId()
 	if id == "" {
@@ -25,6 +27,9 @@ func (s *Service) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSan
 	sandbox, err := s.inspectSandbox(ctx, id)
 	if err != nil {
 		if isNotFoundStatus(err) {
+			if err := s.tearDownGoneSandbox(ctx, id); err != nil {
+				return nil, err
+			}
 			return &runtimeapi.StopPodSandboxResponse{}, nil
 		}
 		return nil, err
@@ -40,6 +45,9 @@ func (s *Service) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSan
 		if err := s.docker.StopContainer(ctx, c.ID, sandboxStopTimeout); err != nil && !libdocker.IsNotFound(err) {
 			return nil, dockerError(err, "stop container %q of pod sandbox %q", c.ID, id)
 		}
+	}
+	if err := s.tearDownSandboxNetwork(ctx, sandbox.ID, netNSPath(sandbox)); err != nil {
+		return nil, err
 	}
 	if sandbox.State != nil && sandbox.State.Running {
 		if err := s.docker.StopContainer(ctx, sandbox.ID, sandboxStopTimeout); err != nil && !libdocker.IsNotFound(err) {
@@ -64,6 +72,9 @@ func (s *Service) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePo
 	sandbox, err := s.inspectSandbox(ctx, id)
 	if err != nil {
 		if isNotFoundStatus(err) {
+			if err := s.tearDownGoneSandbox(ctx, id); err != nil {
+				return nil, err
+			}
 			return &runtimeapi.RemovePodSandboxResponse{}, nil
 		}
 		return nil, err
@@ -77,6 +88,10 @@ func (s *Service) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePo
 			return nil, dockerError(err, "remove container %q of pod sandbox %q", c.ID, id)
 		}
 	}
+	// A sandbox removed without a stop first still releases its network.
+	if err := s.tearDownSandboxNetwork(ctx, sandbox.ID, netNSPath(sandbox)); err != nil {
+		return nil, err
+	}
 	if err := s.removeContainer(ctx, sandbox.ID); err != nil {
 		return nil, dockerError(err, "remove pod sandbox %q", id)
 	}
@@ -84,15 +99,31 @@ func (s *Service) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePo
 	return &runtimeapi.RemovePodSandboxResponse{}, nil
 }
 
+// removalWait bounds how long a removal waits for another one already in progress.
+const removalWait = 10 * time.Second
+
+// waitGone polls until Docker no longer knows the container, for at most limit.
+func (s *Service) waitGone(ctx context.Context, id string, limit time.Duration) bool {
+	deadline := time.Now().Add(limit)
+	for {
+		if _, err := s.docker.InspectContainer(ctx, id); libdocker.IsNotFound(err) {
+			return true
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return false
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // removeContainer force-removes a container with its anonymous volumes and forgets its log
 // position; gone already is fine.
 func (s *Service) removeContainer(ctx context.Context, id string) error {
 	err := s.docker.RemoveContainer(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
-	// Docker answers a conflict while another call is already removing the container.
-	if libdocker.IsConflict(err) {
-		if _, ierr := s.docker.InspectContainer(ctx, id); libdocker.IsNotFound(ierr) {
-			err = nil
-		}
+	// Docker answers a conflict while another call is already removing the container (e.g.
+	// the rollback of a cancelled RunPodSandbox): wait for that removal to finish.
+	if libdocker.IsConflict(err) && s.waitGone(ctx, id, removalWait) {
+		err = nil
 	}
 	if err == nil || libdocker.IsNotFound(err) {
 		s.logs.Forget(id)

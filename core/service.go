@@ -14,6 +14,7 @@ import (
 
 	"github.com/cri-dockerd/cri-dockerd/containerlog"
 	"github.com/cri-dockerd/cri-dockerd/libdocker"
+	"github.com/cri-dockerd/cri-dockerd/network"
 )
 
 // Version of cri-dockerd, set by the linker.
@@ -33,8 +34,11 @@ type Options struct {
 	RuntimeHandlerAliases map[string]string
 	// DefaultRuntimeHandler is the handler name that, like "", selects Docker's default runtime.
 	DefaultRuntimeHandler string
-	// NetworkPlugin is "" or "none": Docker's default bridge for sandboxes.
+	// NetworkPlugin is the --network-plugin value, reported by Status; Network serves it.
 	NetworkPlugin string
+	// Network networks sandboxes; nil is Docker's default bridge. A namespaced plugin (CNI)
+	// needs RootDirectory for the sandbox checkpoints.
+	Network network.Plugin
 	// RuntimeInfoMaxAge bounds how stale the cached Docker /info may be for Status; a lookup of
 	// an unknown runtime refreshes it sooner (see runtime_handler.go).
 	RuntimeInfoMaxAge time.Duration
@@ -70,6 +74,18 @@ type Service struct {
 	imageLocks    keyedMutex
 	diskUsage     *diskUsageCache
 	logs          *containerlog.Manager
+	// net networks sandboxes; checkpoints keep what it needs to tear a pod down and the pod's
+	// IPs (nil without a root directory); netLocks serialise set up and tear down per sandbox.
+	net         network.Plugin
+	checkpoints *checkpointStore
+	pins        netnsPinner
+	netLocks    keyedMutex
+	// once logs each kind of unsupported request once (see container_resources.go).
+	once onceLogger
+	// stats holds container stats samples, refreshed in the background (stats_collector.go).
+	stats *statsCollector
+	// events follows Docker's events for GetContainerEvents (events.go).
+	events *eventBroker
 }
 
 // New builds the service and rebuilds its in-memory state from Docker. It fails when Docker
@@ -84,6 +100,9 @@ func New(ctx context.Context, docker libdocker.Client, opts Options) (*Service, 
 	if opts.RuntimeHandlerAliases == nil {
 		opts.RuntimeHandlerAliases = map[string]string{}
 	}
+	if opts.Network == nil {
+		opts.Network = network.NewDockerBridge(opts.NetworkPlugin)
+	}
 	s := &Service{
 		docker:    docker,
 		opts:      opts,
@@ -91,6 +110,12 @@ func New(ctx context.Context, docker libdocker.Client, opts Options) (*Service, 
 		runtimes:  newRuntimeCache(docker, 5*time.Second),
 		sandboxes: newSandboxIndex(),
 		diskUsage: newDiskUsageCache(docker, 10*time.Second),
+		net:       opts.Network,
+	}
+	s.stats = newStatsCollector(docker, s.log)
+	s.events = newEventBroker(s)
+	if err := s.openCheckpoints(); err != nil {
+		return nil, err
 	}
 	info, err := s.runtimes.get(ctx)
 	if err != nil {
@@ -105,6 +130,7 @@ func New(ctx context.Context, docker libdocker.Client, opts Options) (*Service, 
 	if err := s.sandboxes.rebuild(ctx, docker); err != nil {
 		return nil, fmt.Errorf("rebuild sandbox index from docker: %w", err)
 	}
+	s.cleanUpOrphanNetworks(ctx)
 	logState := ""
 	if opts.RootDirectory != "" {
 		logState = filepath.Join(opts.RootDirectory, "containerlogs")
@@ -121,5 +147,7 @@ func New(ctx context.Context, docker libdocker.Client, opts Options) (*Service, 
 
 // Close stops the background work (log followers), after each has saved where it stands.
 func (s *Service) Close() {
+	s.events.close()
+	s.stats.close()
 	s.logs.Close()
 }

@@ -30,6 +30,9 @@ func (s *Service) Status(ctx context.Context, req *runtimeapi.StatusRequest) (*r
 	if err := s.docker.Ping(ctx); err != nil {
 		runtimeReady.Status, runtimeReady.Reason, runtimeReady.Message = false, "DockerDaemonNotReady", "docker: "+err.Error()
 		networkReady.Status, networkReady.Reason, networkReady.Message = false, "DockerDaemonNotReady", "docker: "+err.Error()
+	} else if err := s.net.Status(); err != nil {
+		// No CNI config yet: the kubelet keeps the node NotReady until one appears.
+		networkReady.Status, networkReady.Reason, networkReady.Message = false, "NetworkPluginNotReady", err.Error()
 	}
 	resp := &runtimeapi.StatusResponse{
 		Status:          &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{runtimeReady, networkReady}},
@@ -83,10 +86,14 @@ func (s *Service) RuntimeConfig(ctx context.Context, _ *runtimeapi.RuntimeConfig
 	return &runtimeapi.RuntimeConfigResponse{Linux: &runtimeapi.LinuxRuntimeConfiguration{CgroupDriver: driver}}, nil
 }
 
-// UpdateRuntimeConfig accepts the kubelet's pod CIDR; Docker's bridge networking does not use it.
+// UpdateRuntimeConfig takes the kubelet's pod CIDR for the network plugin (the CNI ipRanges
+// capability); Docker's bridge does not use it.
 func (s *Service) UpdateRuntimeConfig(_ context.Context, req *runtimeapi.UpdateRuntimeConfigRequest) (*runtimeapi.UpdateRuntimeConfigResponse, error) {
 	if cidr := req.GetRuntimeConfig().GetNetworkConfig().GetPodCidr(); cidr != "" {
-		s.log.WithField("pod_cidr", cidr).Debug("pod CIDR update (unused by Docker's bridge)")
+		s.log.WithField("pod_cidr", cidr).Debug("pod CIDR update")
+		if err := s.updatePodCIDR(cidr); err != nil {
+			return nil, err
+		}
 	}
 	return &runtimeapi.UpdateRuntimeConfigResponse{}, nil
 }

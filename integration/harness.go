@@ -115,6 +115,8 @@ func (d *Daemon) Start() {
 		"--cri-dockerd-root-directory", filepath.Join(d.Dir, "root"),
 		"--docker-endpoint", suite.docker.DaemonHost(),
 		"--log-level", "debug",
+		// Docker's bridge unless a test asks for CNI: the node's /etc/cni/net.d is not the test's.
+		"--network-plugin=",
 	}, d.Args...)
 	fmt.Fprintf(logFile, "=== %s %s\n", suite.binary, strings.Join(args, " "))
 	d.cmd = exec.Command(suite.binary, args...)

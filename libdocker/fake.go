@@ -19,6 +19,7 @@ import (
 	"github.com/docker/docker/api"
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/registry"
@@ -57,6 +58,12 @@ type Fake struct {
 	stopExitCodes map[string]int
 	execs         map[string]*fakeExec
 	execHandler   ExecHandler
+	// stats and events: fake_stats.go, fake_events.go
+	stats            map[string]*fakeStats
+	statsDelay       time.Duration
+	statsInFlight    int
+	statsMaxInFlight int
+	subscribers      []*fakeSubscriber
 }
 
 type fakeContainer struct {
@@ -185,6 +192,7 @@ func (f *Fake) ExitContainer(idOrName string, code int) error {
 		return fmt.Errorf("libdocker.Fake: container %s is not running", idOrName)
 	}
 	c.setStopped(code)
+	f.emit(c, events.ActionDie, exitCodeAttr(code))
 	return nil
 }
 
@@ -783,6 +791,9 @@ func (f *Fake) CreateContainer(ctx context.Context, name string, cfg *container.
 	if hostConfig.Runtime == "" {
 		hostConfig.Runtime = f.defaultRT
 	}
+	if hostConfig.Memory > 0 && hostConfig.MemorySwap == 0 {
+		hostConfig.MemorySwap = 2 * hostConfig.Memory // Docker's default: as much swap as memory
+	}
 	if hostConfig.NetworkMode == "" {
 		// Docker 25 (API 1.44) reports "bridge" where older daemons report "default".
 		hostConfig.NetworkMode = "bridge"
@@ -844,6 +855,7 @@ func (f *Fake) CreateContainer(ctx context.Context, name string, cfg *container.
 		Mounts:          []container.MountPoint{},
 		NetworkSettings: &container.NetworkSettings{},
 	}}
+	f.emit(f.containers[id], events.ActionCreate, nil)
 	return id, nil
 }
 
@@ -954,6 +966,7 @@ func (f *Fake) StartContainer(ctx context.Context, id string) error {
 	c.started = now
 	st.Status, st.Running, st.Pid, st.ExitCode, st.Error = container.StateRunning, true, f.nextPid, 0, ""
 	st.StartedAt = now.Format(time.RFC3339Nano)
+	f.emit(c, events.ActionStart, nil)
 	return nil
 }
 
@@ -987,6 +1000,8 @@ func (f *Fake) StopContainer(ctx context.Context, id string, timeout time.Durati
 	}
 	if c.resp.State.Running {
 		c.setStopped(f.stopExitCodes[c.resp.ID])
+		f.emit(c, events.ActionDie, exitCodeAttr(c.resp.State.ExitCode))
+		f.emit(c, events.ActionStop, nil)
 	}
 	return nil
 }
@@ -1005,10 +1020,16 @@ func (f *Fake) RemoveContainer(ctx context.Context, id string, opts container.Re
 	if c.resp.State.Running && !opts.Force {
 		return dErr(cerrdefs.ErrConflict, "cannot remove container %q: container is running: stop the container before removing or force remove", id)
 	}
+	if c.resp.State.Running {
+		c.setStopped(137)
+		f.emit(c, events.ActionDie, exitCodeAttr(137))
+	}
 	delete(f.containers, c.resp.ID)
 	delete(f.stopExitCodes, c.resp.ID)
+	delete(f.stats, c.resp.ID)
 	c.removed = true
 	c.notify()
+	f.emit(c, events.ActionDestroy, nil)
 	return nil
 }
 

@@ -28,6 +28,7 @@ const dialTimeout = 10 * time.Second
 // but traffic to the pod IP reaches them.
 func (r *Runtime) PortForward(ctx context.Context, sandboxID string, port int32, stream io.ReadWriteCloser) (err error) {
 	defer recoverSession(r.log, "port-forward", &err)
+	defer r.session("portforward")()
 	if port <= 0 || port > 65535 {
 		return fmt.Errorf("port %d is not a TCP port (1-65535)", port)
 	}

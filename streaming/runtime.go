@@ -33,6 +33,17 @@ type Runtime struct {
 	// base ends every session when the server stops.
 	base context.Context
 	stop context.CancelFunc
+	// OnSession, when set, hears each session start (+1) and end (-1), by kind.
+	OnSession func(kind string, delta int)
+}
+
+// session reports a session of kind and returns the function that reports its end.
+func (r *Runtime) session(kind string) func() {
+	if r.OnSession == nil {
+		return func() {}
+	}
+	r.OnSession(kind, 1)
+	return func() { r.OnSession(kind, -1) }
 }
 
 var _ cristreaming.Runtime = (*Runtime)(nil)
@@ -62,6 +73,7 @@ type ExitError = utilexec.CodeExitError
 // asked for (nil when not) and, with tty, resizes of the exec's terminal.
 func (r *Runtime) Exec(ctx context.Context, containerID string, cmd []string, in io.Reader, out, errOut io.WriteCloser, tty bool, resize <-chan remotecommand.TerminalSize) (err error) {
 	defer recoverSession(r.log, "exec", &err)
+	defer r.session("exec")()
 	if len(cmd) == 0 || cmd[0] == "" {
 		return errors.New("no command given")
 	}
@@ -105,6 +117,7 @@ func (r *Runtime) Exec(ctx context.Context, containerID string, cmd []string, in
 // without a TTY) and whether resizes apply; stdin reaches only a container created with stdin.
 func (r *Runtime) Attach(ctx context.Context, containerID string, in io.Reader, out, errOut io.WriteCloser, tty bool, resize <-chan remotecommand.TerminalSize) (err error) {
 	defer recoverSession(r.log, "attach", &err)
+	defer r.session("attach")()
 	ctx, cancel := r.stopContext(ctx)
 	defer cancel()
 	c, err := r.docker.InspectContainer(ctx, containerID)

@@ -36,6 +36,8 @@ type Options struct {
 	// StreamIdleTimeout closes a session without traffic for this long (default 4h, the
 	// kubelet's --streaming-connection-idle-timeout default).
 	StreamIdleTimeout time.Duration
+	// OnSession, when set, hears each session start (+1) and end (-1), by kind.
+	OnSession func(kind string, delta int)
 }
 
 // Server listens on its bind address from construction on, hands out absolute URLs for
@@ -85,6 +87,7 @@ func NewServer(opts Options) (*Server, error) {
 	cfg.SupportedPortForwardProtocols = cristreaming.DefaultConfig.SupportedPortForwardProtocols
 
 	rt := NewRuntime(opts.Docker, opts.Logger)
+	rt.OnSession = opts.OnSession
 	cri, err := cristreaming.NewServer(cfg, rt)
 	if err != nil {
 		lis.Close()

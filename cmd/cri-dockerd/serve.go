@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"os/user"
@@ -15,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/coreos/go-systemd/v22/activation"
+	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -22,6 +25,8 @@ import (
 	"github.com/cri-dockerd/cri-dockerd/config"
 	"github.com/cri-dockerd/cri-dockerd/core"
 	"github.com/cri-dockerd/cri-dockerd/libdocker"
+	"github.com/cri-dockerd/cri-dockerd/metrics"
+	"github.com/cri-dockerd/cri-dockerd/network"
 	"github.com/cri-dockerd/cri-dockerd/streaming"
 )
 
@@ -40,7 +45,15 @@ func serve(ctx context.Context, cfg *config.Config) error {
 	if err := os.MkdirAll(cfg.RootDirectory, 0o700); err != nil {
 		return fmt.Errorf("root directory: %w", err)
 	}
-	docker, err := libdocker.New(libdocker.Options{Endpoint: cfg.DockerEndpoint, RequestTimeout: cfg.RuntimeRequestTimeout})
+	// Metrics are opt-in; the service they count is set once built, before the listener starts.
+	var svc *core.Service
+	var m *metrics.Metrics
+	dockerOpts := libdocker.Options{Endpoint: cfg.DockerEndpoint, RequestTimeout: cfg.RuntimeRequestTimeout}
+	if cfg.MetricsBindAddr != "" {
+		m = metrics.New(func() map[string]int { return svc.PodsByHandler() })
+		dockerOpts.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return metrics.DockerTransport(rt, m.ObserveDocker) }
+	}
+	docker, err := libdocker.New(dockerOpts)
 	if err != nil {
 		return fmt.Errorf("docker client for %s: %w", cfg.DockerEndpoint, err)
 	}
@@ -49,17 +62,27 @@ func serve(ctx context.Context, cfg *config.Config) error {
 	if err := docker.Ping(startCtx); err != nil {
 		return fmt.Errorf("docker at %s is not reachable: %w", cfg.DockerEndpoint, err)
 	}
-	streams, err := streaming.NewServer(streaming.Options{BindAddr: cfg.StreamingBindAddr, Docker: docker, Logger: log})
+	streamOpts := streaming.Options{BindAddr: cfg.StreamingBindAddr, Docker: docker, Logger: log}
+	if m != nil {
+		streamOpts.OnSession = func(kind string, delta int) { m.StreamingSessions.WithLabelValues(kind).Add(float64(delta)) }
+	}
+	streams, err := streaming.NewServer(streamOpts)
 	if err != nil {
 		return err
 	}
 	defer streams.Stop()
-	svc, err := core.New(startCtx, docker, core.Options{
+	netPlugin, err := newNetworkPlugin(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer netPlugin.Close()
+	svc, err = core.New(startCtx, docker, core.Options{
 		PodInfraImage:             cfg.PodInfraContainerImage,
 		ImagePullProgressDeadline: cfg.ImagePullProgressDeadline,
 		RuntimeHandlerAliases:     cfg.RuntimeHandlerAliases,
 		DefaultRuntimeHandler:     cfg.DefaultRuntimeHandler,
 		NetworkPlugin:             cfg.NetworkPlugin,
+		Network:                   netPlugin,
 		RootDirectory:             cfg.RootDirectory,
 		Streaming:                 streams,
 		Logger:                    logger,
@@ -68,15 +91,32 @@ func serve(ctx context.Context, cfg *config.Config) error {
 		return err
 	}
 
-	socketPath := strings.TrimPrefix(cfg.ContainerRuntimeEndpoint, "unix://")
-	lis, err := listenUnix(socketPath)
+	defer svc.Close()
+
+	lis, socketPath, err := listen(cfg.ContainerRuntimeEndpoint)
 	if err != nil {
 		return err
 	}
+	unary := []grpc.UnaryServerInterceptor{core.RecoverUnary(log), core.LogErrors(log)}
+	stream := []grpc.StreamServerInterceptor{core.RecoverStream(log)}
+	if m != nil {
+		unary = append([]grpc.UnaryServerInterceptor{m.UnaryInterceptor()}, unary...)
+		stream = append([]grpc.StreamServerInterceptor{m.StreamInterceptor()}, stream...)
+		addr, metricsDone, err := m.Serve(ctx, cfg.MetricsBindAddr)
+		if err != nil {
+			return fmt.Errorf("--metrics-bind-addr %s: %w", cfg.MetricsBindAddr, err)
+		}
+		go func() {
+			if err := <-metricsDone; err != nil {
+				log.Errorf("metrics server: %v", err)
+			}
+		}()
+		log.WithField("address", addr.String()).Info("metrics and pprof listening")
+	}
 	server := grpc.NewServer(
 		grpc.MaxRecvMsgSize(maxMsgSize), grpc.MaxSendMsgSize(maxMsgSize),
-		grpc.ChainUnaryInterceptor(core.RecoverUnary(log), core.LogErrors(log)),
-		grpc.ChainStreamInterceptor(core.RecoverStream(log)),
+		grpc.ChainUnaryInterceptor(unary...),
+		grpc.ChainStreamInterceptor(stream...),
 	)
 	runtimeapi.RegisterRuntimeServiceServer(server, svc)
 	runtimeapi.RegisterImageServiceServer(server, svc)
@@ -87,6 +127,7 @@ func serve(ctx context.Context, cfg *config.Config) error {
 	go func() { streamsServed <- streams.Serve() }()
 	log.WithField("url", streams.URL()).Info("streaming server (exec, attach, port-forward) listening")
 	log.WithFields(logrus.Fields{"endpoint": cfg.ContainerRuntimeEndpoint, "docker": cfg.DockerEndpoint, "docker_api": docker.APIVersion(), "version": core.Version}).Info("cri-dockerd serving")
+	notifySystemd(log, daemon.SdNotifyReady)
 
 	select {
 	case err := <-served:
@@ -96,6 +137,7 @@ func serve(ctx context.Context, cfg *config.Config) error {
 	case <-ctx.Done():
 	}
 	log.Info("shutting down")
+	notifySystemd(log, daemon.SdNotifyStopping)
 	stopped := make(chan struct{})
 	go func() { server.GracefulStop(); close(stopped) }()
 	select {
@@ -103,9 +145,58 @@ func serve(ctx context.Context, cfg *config.Config) error {
 	case <-time.After(10 * time.Second):
 		server.Stop()
 	}
-	_ = os.Remove(socketPath)
-	svc.Close()
+	if socketPath != "" {
+		_ = os.Remove(socketPath)
+	}
 	return nil
+}
+
+// listen opens the CRI endpoint: the socket systemd passes for fd:// (socket activation, which
+// systemd keeps, so we never remove it), or our own unix socket, whose path is returned.
+func listen(endpoint string) (net.Listener, string, error) {
+	if endpoint != "fd://" {
+		path := strings.TrimPrefix(endpoint, "unix://")
+		lis, err := listenUnix(path)
+		return lis, path, err
+	}
+	listeners, err := activation.Listeners()
+	if err != nil {
+		return nil, "", fmt.Errorf("--container-runtime-endpoint fd://: %w", err)
+	}
+	for _, l := range listeners {
+		if l != nil && l.Addr().Network() == "unix" {
+			return l, "", nil
+		}
+	}
+	return nil, "", fmt.Errorf("--container-runtime-endpoint fd://: systemd passed no unix socket (LISTEN_FDS); start cri-docker.service through cri-docker.socket, or use unix://PATH")
+}
+
+// notifySystemd tells systemd (Type=notify) our state; it does nothing outside systemd.
+func notifySystemd(log *logrus.Entry, state string) {
+	if _, err := daemon.SdNotify(false, state); err != nil {
+		log.Warnf("sd_notify %s: %v", state, err)
+	}
+}
+
+// newNetworkPlugin builds the --network-plugin: CNI, or Docker's default bridge for "" and none.
+func newNetworkPlugin(cfg *config.Config, log *logrus.Entry) (network.Plugin, error) {
+	if cfg.NetworkPlugin != network.CNIPluginName {
+		return network.NewDockerBridge(cfg.NetworkPlugin), nil
+	}
+	plugin, err := network.NewCNI(network.CNIOptions{
+		ConfDir:  cfg.CNIConfDir,
+		BinDirs:  cfg.CNIBinDirs,
+		CacheDir: cfg.CNICacheDir,
+		MTU:      cfg.NetworkPluginMTU,
+		Logger:   log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := plugin.Status(); err != nil {
+		log.Warnf("%v; pods wait until a CNI network config is in %s (NetworkReady is false until then)", err, cfg.CNIConfDir)
+	}
+	return plugin, nil
 }
 
 // listenUnix listens on path with mode 0660 (group docker when it exists, as upstream's socket

@@ -85,9 +85,15 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # --- the daemon ---------------------------------------------------------------------------------
+# Pods get CNI networking (the default, as upstream) from the shipped sample config, on a bridge
+# and subnet of critest's own; the plugins are Debian's (/usr/lib/cni, in the default
+# --cni-bin-dir).
+mkdir -p "$RUN/net.d"
+jq '.name = "crid-critest" | .plugins[0].bridge = "crid-ct0" | .plugins[0].ipam.ranges = [[{subnet: "10.97.0.0/16"}]]' \
+  "$ROOT/packaging/cni/10-cri-dockerd-bridge.conflist" >"$RUN/net.d/10-critest.conflist"
 log "starting $BINARY on $ENDPOINT (log: $DAEMON_LOG)"
 "$BINARY" --container-runtime-endpoint "$ENDPOINT" --cri-dockerd-root-directory "$RUN/root" \
-  --network-plugin= --log-level info >"$DAEMON_LOG" 2>&1 &
+  --network-plugin=cni --cni-conf-dir "$RUN/net.d" --log-level info >"$DAEMON_LOG" 2>&1 &
 daemon_pid=$!
 for _ in $(seq 1 300); do
   [[ -S $SOCK ]] && crictl version >/dev/null 2>&1 && break

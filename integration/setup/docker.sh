@@ -15,7 +15,7 @@ log() { echo "docker.sh: $*" >&2; }
 
 # 1. Debian packages; apt-get update only when something is missing (it is the slow part).
 # jq merges daemon.json without clobbering keys we do not own.
-pkgs=(docker.io ca-certificates iproute2 jq python3)
+pkgs=(docker.io ca-certificates iproute2 jq python3 containernetworking-plugins)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$' || missing+=("$p")

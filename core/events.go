@@ -1,0 +1,405 @@
+package core
+
+import (
+	"context"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/events"
+	"github.com/docker/docker/api/types/filters"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-dockerd/cri-dockerd/libdocker"
+)
+
+// Container events for the kubelet's Evented PLEG. One watcher follows Docker's event stream
+// (container create, start, die, destroy of our containers and sandboxes) and fans each event
+// out, with the pod's sandbox status and container statuses, to every GetContainerEvents
+// stream. When the stream breaks (dockerd restarted) it reconnects with backoff and relists:
+// every change it missed becomes an event, so no state is lost.
+const (
+	// eventBuffer is how many events a slow GetContainerEvents stream may fall behind before
+	// it is ended (the kubelet reconnects and relists).
+	eventBuffer = 1024
+	// eventBuildTimeout bounds gathering the statuses of one event.
+	eventBuildTimeout = 30 * time.Second
+	eventBackoffMin   = 100 * time.Millisecond
+	eventBackoffMax   = 5 * time.Second
+)
+
+// knownContainer is the last state the watcher saw of one of our containers or sandboxes.
+type knownContainer struct {
+	state     runtimeapi.ContainerState
+	sandbox   bool
+	sandboxID string // the pod's sandbox (the container itself for a sandbox)
+}
+
+type eventSub struct {
+	ch       chan *runtimeapi.ContainerEventResponse
+	overflow bool
+}
+
+type eventBroker struct {
+	s      *Service
+	buffer int
+
+	mu    sync.Mutex
+	subs  map[*eventSub]struct{}
+	known map[string]knownContainer
+	// sandboxStatus is the last status sent for each sandbox: the kubelet needs it in the
+	// sandbox's deletion event, when Docker can no longer tell.
+	sandboxStatus map[string]*runtimeapi.PodSandboxStatus
+	started       bool
+	closed        bool
+	// ready is closed once the watcher follows Docker's stream and knows the current state.
+	ready chan struct{}
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+func newEventBroker(s *Service) *eventBroker {
+	return &eventBroker{
+		s: s, buffer: eventBuffer,
+		subs: map[*eventSub]struct{}{}, known: map[string]knownContainer{}, sandboxStatus: map[string]*runtimeapi.PodSandboxStatus{},
+		ready: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{}),
+	}
+}
+
+// GetContainerEvents streams container events until the client goes away. Once the server has
+// sent the stream's headers, every later change of a container or sandbox is reported.
+func (s *Service) GetContainerEvents(_ *runtimeapi.GetEventsRequest, stream grpc.ServerStreamingServer[runtimeapi.ContainerEventResponse]) error {
+	ctx := stream.Context()
+	sub, err := s.events.subscribe()
+	if err != nil {
+		return err
+	}
+	defer s.events.unsubscribe(sub)
+	select {
+	case <-s.events.ready:
+	case <-ctx.Done():
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	if err := stream.SendHeader(metadata.MD{}); err != nil {
+		return err
+	}
+	for {
+		select {
+		case ev, ok := <-sub.ch:
+			if !ok {
+				if sub.overflow {
+					return status.Errorf(codes.ResourceExhausted, "container event stream fell %d events behind and was ended; reconnect", cap(sub.ch))
+				}
+				return status.Error(codes.Unavailable, "cri-dockerd is shutting down")
+			}
+			if err := stream.Send(ev); err != nil {
+				return err
+			}
+		case <-ctx.Done():
+			return status.FromContextError(ctx.Err()).Err()
+		}
+	}
+}
+
+func (b *eventBroker) subscribe() (*eventSub, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, status.Error(codes.Unavailable, "cri-dockerd is shutting down")
+	}
+	sub := &eventSub{ch: make(chan *runtimeapi.ContainerEventResponse, b.buffer)}
+	b.subs[sub] = struct{}{}
+	if !b.started {
+		b.started = true
+		go b.run()
+	}
+	return sub, nil
+}
+
+func (b *eventBroker) unsubscribe(sub *eventSub) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.subs[sub]; ok {
+		delete(b.subs, sub)
+		close(sub.ch)
+	}
+}
+
+func (b *eventBroker) subscribers() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.subs)
+}
+
+// close stops the watcher and ends every stream.
+func (b *eventBroker) close() {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return
+	}
+	b.closed = true
+	close(b.stop)
+	started := b.started
+	for sub := range b.subs {
+		delete(b.subs, sub)
+		close(sub.ch)
+	}
+	b.mu.Unlock()
+	if started {
+		<-b.done
+	}
+}
+
+// run follows Docker's event stream, reconnecting with backoff; after each (re)connection it
+// relists, so that what happened while it was away is reported.
+func (b *eventBroker) run() {
+	defer close(b.done)
+	log := b.s.log.WithField("component", "events")
+	backoff := eventBackoffMin
+	first := true
+	for {
+		ctx, cancel := context.WithCancel(context.Background())
+		stopped := make(chan struct{})
+		go func() {
+			defer close(stopped)
+			select {
+			case <-b.stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		// Subscribe first, then list: nothing falls between the two; the state machine drops
+		// what the list already showed.
+		msgs, errs := b.s.docker.Events(ctx, events.ListOptions{Filters: filters.NewArgs(
+			filters.Arg("type", string(events.ContainerEventType)),
+			filters.Arg("label", containerTypeLabel),
+			filters.Arg("event", string(events.ActionCreate)), filters.Arg("event", string(events.ActionStart)),
+			filters.Arg("event", string(events.ActionDie)), filters.Arg("event", string(events.ActionDestroy)),
+		)})
+		err := b.relist(ctx, !first)
+		if err == nil {
+			if first {
+				close(b.ready)
+				first = false
+			} else {
+				log.Info("following Docker's events again; missed changes were reported from a relist")
+			}
+			backoff = eventBackoffMin
+			err = b.follow(ctx, msgs, errs)
+		}
+		cancel()
+		<-stopped
+		select {
+		case <-b.stop:
+			return
+		default:
+		}
+		log.Warnf("Docker's event stream ended (%v); reconnecting in %s", err, backoff)
+		select {
+		case <-b.stop:
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, eventBackoffMax)
+	}
+}
+
+// follow handles Docker's events until the stream ends.
+func (b *eventBroker) follow(ctx context.Context, msgs <-chan events.Message, errs <-chan error) error {
+	for {
+		select {
+		case m := <-msgs:
+			b.handle(ctx, m)
+		case err, ok := <-errs:
+			if !ok {
+				return context.Canceled
+			}
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// handle turns one Docker event into a CRI event when it changes what the watcher knew.
+func (b *eventBroker) handle(ctx context.Context, m events.Message) {
+	attrs := m.Actor.Attributes
+	kind := attrs[containerTypeLabel]
+	if kind != containerTypeSandbox && kind != containerTypeContainer {
+		return
+	}
+	k := knownContainer{sandbox: kind == containerTypeSandbox, sandboxID: attrs[sandboxIDLabel]}
+	if k.sandbox {
+		k.sandboxID = m.Actor.ID
+	}
+	var typ runtimeapi.ContainerEventType
+	switch m.Action {
+	case events.ActionCreate:
+		typ, k.state = runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT, runtimeapi.ContainerState_CONTAINER_CREATED
+	case events.ActionStart:
+		typ, k.state = runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT, runtimeapi.ContainerState_CONTAINER_RUNNING
+	case events.ActionDie:
+		typ, k.state = runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT, runtimeapi.ContainerState_CONTAINER_EXITED
+	case events.ActionDestroy:
+		typ = runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT
+	default:
+		return
+	}
+	at := time.Unix(0, m.TimeNano)
+	if m.TimeNano == 0 {
+		at = time.Unix(m.Time, 0)
+	}
+	b.mu.Lock()
+	old, seen := b.known[m.Actor.ID]
+	if typ == runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT {
+		delete(b.known, m.Actor.ID)
+	} else {
+		b.known[m.Actor.ID] = k
+	}
+	b.mu.Unlock()
+	if seen && typ != runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT && old.state == k.state {
+		return // already reported, by a relist
+	}
+	b.publish(ctx, m.Actor.ID, typ, k, at, attrs)
+}
+
+// relist compares Docker's containers with what the watcher knew and, when report is set,
+// reports every difference as the event that would have told it.
+func (b *eventBroker) relist(ctx context.Context, report bool) error {
+	list, err := b.s.docker.ListContainers(ctx, container.ListOptions{All: true, Filters: libdocker.LabelFilter(containerTypeLabel)})
+	if err != nil {
+		return err
+	}
+	now := map[string]knownContainer{}
+	for _, c := range list {
+		kind := c.Labels[containerTypeLabel]
+		if kind != containerTypeSandbox && kind != containerTypeContainer {
+			continue
+		}
+		k := knownContainer{state: containerState(c.State), sandbox: kind == containerTypeSandbox, sandboxID: c.Labels[sandboxIDLabel]}
+		if k.sandbox {
+			k.sandboxID = c.ID
+		}
+		now[c.ID] = k
+	}
+	b.mu.Lock()
+	before := b.known
+	b.known = now
+	b.mu.Unlock()
+	if !report {
+		return nil
+	}
+	at := time.Now()
+	// Containers before their sandboxes go away, sandboxes before their containers appear.
+	for id, old := range before {
+		if _, ok := now[id]; !ok && !old.sandbox {
+			b.publish(ctx, id, runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT, old, at, nil)
+		}
+	}
+	for id, old := range before {
+		if _, ok := now[id]; !ok && old.sandbox {
+			b.publish(ctx, id, runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT, old, at, nil)
+		}
+	}
+	for _, sandboxes := range []bool{true, false} {
+		for id, k := range now {
+			if k.sandbox != sandboxes {
+				continue
+			}
+			old, ok := before[id]
+			if !ok {
+				b.publish(ctx, id, runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT, k, at, nil)
+			}
+			if ok && old.state == k.state {
+				continue
+			}
+			switch k.state {
+			case runtimeapi.ContainerState_CONTAINER_RUNNING:
+				b.publish(ctx, id, runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT, k, at, nil)
+			case runtimeapi.ContainerState_CONTAINER_EXITED:
+				b.publish(ctx, id, runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT, k, at, nil)
+			}
+		}
+	}
+	return nil
+}
+
+// publish sends an event, with its pod's sandbox status and container statuses, to every
+// stream; a stream that cannot take it is ended.
+func (b *eventBroker) publish(ctx context.Context, id string, typ runtimeapi.ContainerEventType, k knownContainer, at time.Time, attrs map[string]string) {
+	if b.subscribers() == 0 {
+		if typ == runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT && k.sandbox {
+			b.mu.Lock()
+			delete(b.sandboxStatus, id)
+			b.mu.Unlock()
+		}
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, eventBuildTimeout)
+	defer cancel()
+	ev := &runtimeapi.ContainerEventResponse{ContainerId: id, ContainerEventType: typ, CreatedAt: at.UnixNano()}
+	ev.PodSandboxStatus = b.sandboxStatusOf(ctx, k.sandboxID, attrs, id == k.sandboxID)
+	if k.sandboxID != "" {
+		if list, err := b.s.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{PodSandboxId: k.sandboxID}}); err == nil {
+			for _, c := range list.Containers {
+				if st, err := b.s.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: c.Id}); err == nil {
+					ev.ContainersStatuses = append(ev.ContainersStatuses, st.Status)
+				}
+			}
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if typ == runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT && k.sandbox {
+		delete(b.sandboxStatus, id)
+	}
+	for sub := range b.subs {
+		select {
+		case sub.ch <- ev:
+		default:
+			sub.overflow = true
+			delete(b.subs, sub)
+			close(sub.ch)
+		}
+	}
+}
+
+// sandboxStatusOf is the sandbox's current status, or, once Docker has forgotten it, the last
+// one sent (or one made from the deleted sandbox's name and labels), marked not ready.
+func (b *eventBroker) sandboxStatusOf(ctx context.Context, sandboxID string, attrs map[string]string, self bool) *runtimeapi.PodSandboxStatus {
+	if sandboxID == "" {
+		return nil
+	}
+	resp, err := b.s.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: sandboxID})
+	if err == nil {
+		b.mu.Lock()
+		b.sandboxStatus[sandboxID] = resp.Status
+		b.mu.Unlock()
+		return resp.Status
+	}
+	b.mu.Lock()
+	last := b.sandboxStatus[sandboxID]
+	b.mu.Unlock()
+	if last == nil && self && attrs != nil {
+		if name, err := parseName(attrs["name"]); err == nil {
+			dockerLabels := maps.Clone(attrs)
+			delete(dockerLabels, "name") // Docker adds the name and image to the labels
+			delete(dockerLabels, "image")
+			labels, annotations := splitLabels(dockerLabels)
+			last = &runtimeapi.PodSandboxStatus{Id: sandboxID, Metadata: name.sandboxMetadata(), Labels: labels, Annotations: annotations, RuntimeHandler: attrs[handlerLabel]}
+		}
+	}
+	if last == nil {
+		return nil
+	}
+	gone := proto.Clone(last).(*runtimeapi.PodSandboxStatus)
+	gone.State = runtimeapi.PodSandboxState_SANDBOX_NOTREADY
+	return gone
+}

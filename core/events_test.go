@@ -1,0 +1,264 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-dockerd/cri-dockerd/libdocker"
+)
+
+// eventStream is the server side of one GetContainerEvents call, as a test sees it.
+type eventStream struct {
+	grpc.ServerStream
+	ctx    context.Context
+	header chan struct{}
+	events chan *runtimeapi.ContainerEventResponse
+	block  chan struct{} // when set, Send waits on it
+}
+
+func (s *eventStream) Context() context.Context { return s.ctx }
+func (s *eventStream) SendHeader(metadata.MD) error {
+	close(s.header)
+	return nil
+}
+func (s *eventStream) Send(ev *runtimeapi.ContainerEventResponse) error {
+	if s.block != nil {
+		<-s.block
+	}
+	select {
+	case s.events <- ev:
+		return nil
+	case <-s.ctx.Done():
+		return s.ctx.Err()
+	}
+}
+
+// openEvents starts GetContainerEvents and waits until it follows Docker's events.
+func openEvents(t *testing.T, s *Service) (*eventStream, <-chan error, context.CancelFunc) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	st := &eventStream{ctx: ctx, header: make(chan struct{}), events: make(chan *runtimeapi.ContainerEventResponse, 100)}
+	done := make(chan error, 1)
+	go func() { done <- s.GetContainerEvents(&runtimeapi.GetEventsRequest{}, st) }()
+	select {
+	case <-st.header:
+	case err := <-done:
+		t.Fatalf("GetContainerEvents ended: %v", err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("GetContainerEvents did not start following Docker's events")
+	}
+	t.Cleanup(cancel)
+	return st, done, cancel
+}
+
+// nextEvent waits for the next event and checks its container and type.
+func nextEvent(t *testing.T, st *eventStream, id string, typ runtimeapi.ContainerEventType) *runtimeapi.ContainerEventResponse {
+	t.Helper()
+	select {
+	case ev := <-st.events:
+		if ev.ContainerId != id || ev.ContainerEventType != typ {
+			t.Fatalf("event %v for %.12s, want %v for %.12s", ev.ContainerEventType, ev.ContainerId, typ, id)
+		}
+		if ev.CreatedAt == 0 {
+			t.Errorf("event without a time")
+		}
+		return ev
+	case <-time.After(5 * time.Second):
+		t.Fatalf("no %v event for %.12s", typ, id)
+	}
+	return nil
+}
+
+func noMoreEvents(t *testing.T, st *eventStream) {
+	t.Helper()
+	select {
+	case ev := <-st.events:
+		t.Errorf("unexpected event %v for %.12s", ev.ContainerEventType, ev.ContainerId)
+	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+func TestContainerEventsCarryThePodsStatuses(t *testing.T) {
+	fake := libdocker.NewFake()
+	s := newTestService(t, fake, Options{})
+	t.Cleanup(s.Close)
+	ctx := context.Background()
+	st, _, _ := openEvents(t, s)
+
+	podID, podCfg := runPod(t, s, "ev", "")
+	nextEvent(t, st, podID, runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT)
+	ev := nextEvent(t, st, podID, runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT)
+	if ev.PodSandboxStatus.GetId() != podID || ev.PodSandboxStatus.Metadata.GetUid() != "uid-ev" || ev.PodSandboxStatus.State != runtimeapi.PodSandboxState_SANDBOX_READY {
+		t.Errorf("sandbox status %v", ev.PodSandboxStatus)
+	}
+
+	id := createContainer(t, s, podID, podCfg, "c")
+	ev = nextEvent(t, st, id, runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT)
+	if len(ev.ContainersStatuses) != 1 || ev.ContainersStatuses[0].Id != id || ev.ContainersStatuses[0].State != runtimeapi.ContainerState_CONTAINER_CREATED {
+		t.Errorf("container statuses %v", ev.ContainersStatuses)
+	}
+	if _, err := s.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: id}); err != nil {
+		t.Fatal(err)
+	}
+	ev = nextEvent(t, st, id, runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT)
+	if ev.ContainersStatuses[0].State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+		t.Errorf("after start: %v", ev.ContainersStatuses[0].State)
+	}
+	if err := fake.ExitContainer(id, 3); err != nil { // a crash, not a CRI call
+		t.Fatal(err)
+	}
+	ev = nextEvent(t, st, id, runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT)
+	if ev.ContainersStatuses[0].State != runtimeapi.ContainerState_CONTAINER_EXITED || ev.ContainersStatuses[0].ExitCode != 3 {
+		t.Errorf("after exit: %v", ev.ContainersStatuses[0])
+	}
+	if _, err := s.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: id}); err != nil {
+		t.Fatal(err)
+	}
+	ev = nextEvent(t, st, id, runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT)
+	if len(ev.ContainersStatuses) != 0 || ev.PodSandboxStatus.GetId() != podID {
+		t.Errorf("after removal: sandbox %v containers %v", ev.PodSandboxStatus, ev.ContainersStatuses)
+	}
+
+	// The sandbox's deletion carries its last status, not ready: the kubelet drops the pod on it.
+	if _, err := s.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: podID}); err != nil {
+		t.Fatal(err)
+	}
+	nextEvent(t, st, podID, runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT)
+	if _, err := s.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: podID}); err != nil {
+		t.Fatal(err)
+	}
+	ev = nextEvent(t, st, podID, runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT)
+	if ev.PodSandboxStatus.GetId() != podID || ev.PodSandboxStatus.State != runtimeapi.PodSandboxState_SANDBOX_NOTREADY || ev.PodSandboxStatus.Metadata.GetName() != "ev" {
+		t.Errorf("deleted sandbox status %v", ev.PodSandboxStatus)
+	}
+	noMoreEvents(t, st)
+}
+
+func TestContainerEventsAfterDockerRestartReportWhatWasMissed(t *testing.T) {
+	fake := libdocker.NewFake()
+	s := newTestService(t, fake, Options{})
+	t.Cleanup(s.Close)
+	ctx := context.Background()
+	podID, podCfg := runPod(t, s, "restart", "")
+	running := createContainer(t, s, podID, podCfg, "running")
+	if _, err := s.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: running}); err != nil {
+		t.Fatal(err)
+	}
+	doomed := createContainer(t, s, podID, podCfg, "doomed")
+	st, _, _ := openEvents(t, s)
+	noMoreEvents(t, st) // what existed before is state, not events
+
+	// dockerd goes away; while it is away (Events fails), containers change.
+	away := errors.New("Cannot connect to the Docker daemon at unix:///var/run/docker.sock")
+	fake.InjectPersistentError("Events", away)
+	fake.InjectPersistentError("ListContainers", away)
+	fake.BreakEvents(errors.New("unexpected EOF"))
+	if err := fake.ExitContainer(running, 137); err != nil {
+		t.Fatal(err)
+	}
+	if err := fake.RemoveContainer(ctx, doomed, containerRemoveOptions()); err != nil {
+		t.Fatal(err)
+	}
+	born := createContainer(t, s, podID, podCfg, "born")
+	if err := fake.StartContainer(ctx, born); err != nil {
+		t.Fatal(err)
+	}
+	noMoreEvents(t, st)
+	fake.InjectPersistentError("ListContainers", nil)
+	fake.InjectPersistentError("Events", nil)
+
+	got := map[string][]runtimeapi.ContainerEventType{}
+	for range 4 {
+		select {
+		case ev := <-st.events:
+			got[ev.ContainerId] = append(got[ev.ContainerId], ev.ContainerEventType)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("events after reconnect: %v", got)
+		}
+	}
+	want := map[string][]runtimeapi.ContainerEventType{
+		running: {runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT},
+		doomed:  {runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT},
+		born:    {runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT, runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("events from the relist %v, want %v", got, want)
+	}
+	// And the stream goes on.
+	if _, err := s.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: born}); err != nil {
+		t.Fatal(err)
+	}
+	nextEvent(t, st, born, runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT)
+	noMoreEvents(t, st)
+}
+
+func TestSlowEventStreamIsEndedAndOthersGoOn(t *testing.T) {
+	fake := libdocker.NewFake()
+	s := newTestService(t, fake, Options{})
+	t.Cleanup(s.Close)
+	s.events.buffer = 2 // for the slow stream only
+	slow, slowDone, _ := openEvents(t, s)
+	slow.block = make(chan struct{}) // never reads
+	s.events.mu.Lock()
+	s.events.buffer = eventBuffer
+	s.events.mu.Unlock()
+	fast, _, _ := openEvents(t, s)
+	podID, podCfg := runPod(t, s, "slow", "")
+	for i := range 3 {
+		createContainer(t, s, podID, podCfg, fmt.Sprintf("c%d", i))
+	}
+	for range 5 { // sandbox created, started, three containers created: the others go on
+		select {
+		case <-fast.events:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the other stream stopped getting events")
+		}
+	}
+	// The slow client reads again: it gets what was buffered, then the end of its stream.
+	close(slow.block)
+	select {
+	case err := <-slowDone:
+		if status.Code(err) != codes.ResourceExhausted {
+			t.Errorf("slow stream ended with %v, want ResourceExhausted", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("slow stream was not ended")
+	}
+	if n := len(slow.events); n != 3 {
+		t.Errorf("the slow stream got %d events, want its buffer (2) and the one it was sending", n)
+	}
+}
+
+func TestContainerEventsEndOnClose(t *testing.T) {
+	fake := libdocker.NewFake()
+	s := newTestService(t, fake, Options{})
+	_, done, _ := openEvents(t, s)
+	s.Close()
+	select {
+	case err := <-done:
+		if status.Code(err) != codes.Unavailable {
+			t.Errorf("stream ended with %v, want Unavailable", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("stream still open after Close")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for fake.EventSubscribers() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d Docker event subscriptions left open", fake.EventSubscribers())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func containerRemoveOptions() container.RemoveOptions { return container.RemoveOptions{Force: true} }

@@ -1,0 +1,464 @@
+package core
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"google.golang.org/grpc"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// The kubelet's CRI metrics (PodAndContainerStatsFromCRI): the cAdvisor metrics of each pod's
+// containers, from the same stats cache as ContainerStats, plus what only the node can tell
+// (open files and sockets of the container's processes, OOM kills, kernel memory), read from
+// /proc and the container's cgroup. Metrics carry the labels id, name and image (the kubelet
+// adds container, pod and namespace), and some one more (interface, device, ...).
+//
+// Not reported: hugetlb, pressure (PSI), ulimits and memory reservation, which Docker's stats
+// lack and the CRI validation suite lists as not yet implemented by runtimes.
+
+var metricBaseLabels = []string{"id", "name", "image"}
+
+type metricDesc struct {
+	name   string
+	help   string
+	labels []string // after the base labels
+	gauge  bool
+}
+
+var metricDescs = []metricDesc{
+	{"container_blkio_device_usage_total", "Blkio device bytes usage", []string{"device", "major", "minor", "operation"}, false},
+	{"container_cpu_cfs_periods_total", "Number of elapsed enforcement period intervals.", nil, false},
+	{"container_cpu_cfs_throttled_periods_total", "Number of throttled period intervals.", nil, false},
+	{"container_cpu_cfs_throttled_seconds_total", "Total time duration the container has been throttled.", nil, false},
+	{"container_cpu_system_seconds_total", "Cumulative system cpu time consumed in seconds.", nil, false},
+	{"container_cpu_usage_seconds_total", "Cumulative cpu time consumed in seconds.", []string{"cpu"}, false},
+	{"container_cpu_user_seconds_total", "Cumulative user cpu time consumed in seconds.", nil, false},
+	{"container_file_descriptors", "Number of open file descriptors for the container.", nil, true},
+	{"container_fs_inodes_free", "Number of available Inodes", []string{"device"}, true},
+	{"container_fs_inodes_total", "Number of Inodes", []string{"device"}, true},
+	{"container_fs_limit_bytes", "Number of bytes that can be consumed by the container on this filesystem.", []string{"device"}, true},
+	{"container_fs_reads_bytes_total", "Cumulative count of bytes read", []string{"device"}, false},
+	{"container_fs_reads_total", "Cumulative count of reads completed", []string{"device"}, false},
+	{"container_fs_usage_bytes", "Number of bytes that are consumed by the container on this filesystem.", []string{"device"}, true},
+	{"container_fs_writes_bytes_total", "Cumulative count of bytes written", []string{"device"}, false},
+	{"container_fs_writes_total", "Cumulative count of writes completed", []string{"device"}, false},
+	{"container_last_seen", "Last time a container was seen by the exporter", nil, true},
+	{"container_memory_cache", "Number of bytes of page cache memory.", nil, true},
+	{"container_memory_failcnt", "Number of memory usage hits limits", nil, false},
+	{"container_memory_failures_total", "Cumulative count of memory allocation failures.", []string{"failure_type", "scope"}, false},
+	{"container_memory_kernel_usage", "Size of kernel memory allocated in bytes.", nil, true},
+	{"container_memory_mapped_file", "Size of memory mapped files in bytes.", nil, true},
+	{"container_memory_max_usage_bytes", "Maximum memory usage recorded in bytes", nil, true},
+	{"container_memory_rss", "Size of RSS in bytes.", nil, true},
+	{"container_memory_swap", "Container swap usage in bytes.", nil, true},
+	{"container_memory_usage_bytes", "Current memory usage in bytes, including all memory regardless of when it was accessed", nil, true},
+	{"container_memory_working_set_bytes", "Current working set in bytes.", nil, true},
+	{"container_network_receive_bytes_total", "Cumulative count of bytes received", []string{"interface"}, false},
+	{"container_network_receive_errors_total", "Cumulative count of errors encountered while receiving", []string{"interface"}, false},
+	{"container_network_receive_packets_dropped_total", "Cumulative count of packets dropped while receiving", []string{"interface"}, false},
+	{"container_network_receive_packets_total", "Cumulative count of packets received", []string{"interface"}, false},
+	{"container_network_transmit_bytes_total", "Cumulative count of bytes transmitted", []string{"interface"}, false},
+	{"container_network_transmit_errors_total", "Cumulative count of errors encountered while transmitting", []string{"interface"}, false},
+	{"container_network_transmit_packets_dropped_total", "Cumulative count of packets dropped while transmitting", []string{"interface"}, false},
+	{"container_network_transmit_packets_total", "Cumulative count of packets transmitted", []string{"interface"}, false},
+	{"container_oom_events_total", "Count of out of memory events observed for the container", nil, false},
+	{"container_processes", "Number of processes running inside the container.", nil, true},
+	{"container_sockets", "Number of open sockets for the container.", nil, true},
+	{"container_spec_cpu_period", "CPU period of the container.", nil, true},
+	{"container_spec_cpu_quota", "CPU quota of the container.", nil, true},
+	{"container_spec_cpu_shares", "CPU share of the container.", nil, true},
+	{"container_spec_memory_limit_bytes", "Memory limit for the container.", nil, true},
+	{"container_spec_memory_swap_limit_bytes", "Memory swap limit for the container.", nil, true},
+	{"container_start_time_seconds", "Start time of the container since unix epoch in seconds.", nil, true},
+	{"container_threads", "Number of threads running inside the container", nil, true},
+	{"container_threads_max", "Maximum number of threads allowed inside the container, infinity if value is zero", nil, true},
+}
+
+// ListMetricDescriptors describes the metrics ListPodSandboxMetrics reports.
+func (s *Service) ListMetricDescriptors(context.Context, *runtimeapi.ListMetricDescriptorsRequest) (*runtimeapi.ListMetricDescriptorsResponse, error) {
+	out := make([]*runtimeapi.MetricDescriptor, 0, len(metricDescs))
+	for _, d := range metricDescs {
+		out = append(out, &runtimeapi.MetricDescriptor{Name: d.name, Help: d.help, LabelKeys: append(append([]string(nil), metricBaseLabels...), d.labels...)})
+	}
+	return &runtimeapi.ListMetricDescriptorsResponse{Descriptors: out}, nil
+}
+
+// ListPodSandboxMetrics reports the metrics of every ready pod's running containers, and the
+// pod's network.
+func (s *Service) ListPodSandboxMetrics(ctx context.Context, _ *runtimeapi.ListPodSandboxMetricsRequest) (*runtimeapi.ListPodSandboxMetricsResponse, error) {
+	metrics, err := s.listPodSandboxMetrics(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &runtimeapi.ListPodSandboxMetricsResponse{PodMetrics: metrics}, nil
+}
+
+// StreamPodSandboxMetrics is ListPodSandboxMetrics, streamed.
+func (s *Service) StreamPodSandboxMetrics(_ *runtimeapi.StreamPodSandboxMetricsRequest, stream grpc.ServerStreamingServer[runtimeapi.StreamPodSandboxMetricsResponse]) error {
+	metrics, err := s.listPodSandboxMetrics(stream.Context())
+	if err != nil {
+		return err
+	}
+	return sendChunks(metrics, func(items []*runtimeapi.PodSandboxMetrics) error {
+		return stream.Send(&runtimeapi.StreamPodSandboxMetricsResponse{PodSandboxMetrics: items})
+	})
+}
+
+func (s *Service) listPodSandboxMetrics(ctx context.Context) ([]*runtimeapi.PodSandboxMetrics, error) {
+	sandboxes, err := s.listOurs(ctx, containerTypeSandbox, "", nil)
+	if err != nil {
+		return nil, dockerError(err, "list pod sandboxes")
+	}
+	ctrs, err := s.listOurs(ctx, containerTypeContainer, "", nil)
+	if err != nil {
+		return nil, dockerError(err, "list containers")
+	}
+	var ids []string
+	ready := map[string]bool{}
+	for _, sb := range sandboxes {
+		if sb.State == string(container.StateRunning) {
+			ready[sb.ID] = true
+			ids = append(ids, sb.ID)
+		}
+	}
+	byPod := map[string][]listed{}
+	for _, c := range ctrs {
+		if podID := c.Labels[sandboxIDLabel]; ready[podID] && c.State == string(container.StateRunning) {
+			byPod[podID] = append(byPod[podID], c)
+			ids = append(ids, c.ID)
+		}
+	}
+	snaps := s.stats.collect(ctx, ids)
+	fs := s.filesystemOf(ctx)
+	now := time.Now()
+	var out []*runtimeapi.PodSandboxMetrics
+	for _, sb := range sandboxes {
+		if !ready[sb.ID] {
+			continue
+		}
+		pm := &runtimeapi.PodSandboxMetrics{PodSandboxId: sb.ID}
+		if snap, ok := snaps[sb.ID]; ok && snap.cur.running {
+			nets := snap.cur.networks
+			if len(nets) == 0 && snap.meta != nil && snap.meta.pid > 0 && !snap.meta.hostNetwork {
+				nets, _ = readNetDev(snap.meta.pid)
+			}
+			pm.Metrics = networkMetrics(metricLabels(sb.ID, snap.meta), nets, snap.cur.at)
+		}
+		for _, c := range byPod[sb.ID] {
+			snap, ok := snaps[c.ID]
+			if !ok || !snap.cur.running || snap.cur.raw == nil {
+				continue
+			}
+			pm.ContainerMetrics = append(pm.ContainerMetrics, &runtimeapi.ContainerMetrics{ContainerId: c.ID, Metrics: containerMetrics(c.ID, snap, fs, now)})
+		}
+		out = append(out, pm)
+	}
+	return out, nil
+}
+
+// metricLabels are the base label values of a container.
+func metricLabels(id string, meta *containerMeta) []string {
+	if meta == nil {
+		return []string{id, "", ""}
+	}
+	return []string{id, meta.name, meta.image}
+}
+
+// metricSet builds the metrics of one container, all with its base labels.
+type metricSet struct {
+	base []string
+	ts   int64
+	out  []*runtimeapi.Metric
+}
+
+func (m *metricSet) add(name string, gauge bool, value uint64, extra ...string) {
+	typ := runtimeapi.MetricType_COUNTER
+	if gauge {
+		typ = runtimeapi.MetricType_GAUGE
+	}
+	m.out = append(m.out, &runtimeapi.Metric{
+		Name: name, Timestamp: m.ts, MetricType: typ,
+		LabelValues: append(append([]string(nil), m.base...), extra...),
+		Value:       &runtimeapi.UInt64Value{Value: value},
+	})
+}
+
+func networkMetrics(base []string, nets map[string]container.NetworkStats, at time.Time) []*runtimeapi.Metric {
+	m := &metricSet{base: base, ts: at.UnixNano()}
+	names := make([]string, 0, len(nets))
+	for name := range nets {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		n := nets[name]
+		m.add("container_network_receive_bytes_total", false, n.RxBytes, name)
+		m.add("container_network_receive_errors_total", false, n.RxErrors, name)
+		m.add("container_network_receive_packets_dropped_total", false, n.RxDropped, name)
+		m.add("container_network_receive_packets_total", false, n.RxPackets, name)
+		m.add("container_network_transmit_bytes_total", false, n.TxBytes, name)
+		m.add("container_network_transmit_errors_total", false, n.TxErrors, name)
+		m.add("container_network_transmit_packets_dropped_total", false, n.TxDropped, name)
+		m.add("container_network_transmit_packets_total", false, n.TxPackets, name)
+	}
+	return m.out
+}
+
+// nodeFS is the filesystem writable layers live on.
+type nodeFS struct {
+	device                    string
+	inodesFree, inodes, bytes uint64
+	ok                        bool
+}
+
+func (s *Service) filesystemOf(ctx context.Context) nodeFS {
+	root := s.dockerRootDir(ctx)
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(root, &st); err != nil {
+		return nodeFS{device: root}
+	}
+	return nodeFS{device: root, inodesFree: st.Ffree, inodes: st.Files, bytes: st.Blocks * uint64(st.Bsize), ok: true}
+}
+
+// containerMetrics converts a container's snapshot, and what /proc and its cgroup say, into
+// metrics. Seconds are whole seconds: CRI metric values are integers.
+func containerMetrics(id string, snap statsSnapshot, fs nodeFS, now time.Time) []*runtimeapi.Metric {
+	cur, raw, meta := snap.cur, snap.cur.raw, snap.meta
+	m := &metricSet{base: metricLabels(id, meta), ts: cur.at.UnixNano()}
+	sec := func(ns uint64) uint64 { return ns / uint64(time.Second) }
+	cpu := raw.CPUStats
+	m.add("container_cpu_usage_seconds_total", false, sec(cpu.CPUUsage.TotalUsage), "total")
+	m.add("container_cpu_user_seconds_total", false, sec(cpu.CPUUsage.UsageInUsermode))
+	m.add("container_cpu_system_seconds_total", false, sec(cpu.CPUUsage.UsageInKernelmode))
+	m.add("container_cpu_cfs_periods_total", false, cpu.ThrottlingData.Periods)
+	m.add("container_cpu_cfs_throttled_periods_total", false, cpu.ThrottlingData.ThrottledPeriods)
+	m.add("container_cpu_cfs_throttled_seconds_total", false, sec(cpu.ThrottlingData.ThrottledTime))
+
+	mem := raw.MemoryStats
+	stat := func(v1, v2 string) uint64 {
+		if v, ok := mem.Stats[v1]; ok {
+			return v
+		}
+		return mem.Stats[v2]
+	}
+	m.add("container_memory_usage_bytes", true, cur.memUsage)
+	m.add("container_memory_working_set_bytes", true, cur.workingSet)
+	m.add("container_memory_rss", true, cur.rss)
+	m.add("container_memory_cache", true, stat("total_cache", "file"))
+	m.add("container_memory_mapped_file", true, stat("total_mapped_file", "file_mapped"))
+	m.add("container_memory_swap", true, cur.swap)
+	m.add("container_memory_failcnt", false, mem.Failcnt)
+	m.add("container_memory_max_usage_bytes", true, max(mem.MaxUsage, cur.memUsage))
+	for _, f := range []struct {
+		kind      string
+		container uint64
+		hierarchy uint64
+	}{
+		{"pgfault", stat("pgfault", "pgfault"), stat("total_pgfault", "pgfault")},
+		{"pgmajfault", stat("pgmajfault", "pgmajfault"), stat("total_pgmajfault", "pgmajfault")},
+	} {
+		m.add("container_memory_failures_total", false, f.container, f.kind, "container")
+		m.add("container_memory_failures_total", false, f.hierarchy, f.kind, "hierarchy")
+	}
+
+	var reads, writes, readOps, writeOps = map[string]uint64{}, map[string]uint64{}, map[string]uint64{}, map[string]uint64{}
+	for _, e := range raw.BlkioStats.IoServiceBytesRecursive {
+		dev := blockDevice(e.Major, e.Minor)
+		op := strings.ToLower(e.Op)
+		if op == "" {
+			continue
+		}
+		m.add("container_blkio_device_usage_total", false, e.Value, dev, strconv.FormatUint(e.Major, 10), strconv.FormatUint(e.Minor, 10), strings.ToUpper(op[:1])+op[1:])
+		switch op {
+		case "read":
+			reads[dev] += e.Value
+		case "write":
+			writes[dev] += e.Value
+		}
+	}
+	for _, e := range raw.BlkioStats.IoServicedRecursive {
+		switch strings.ToLower(e.Op) {
+		case "read":
+			readOps[blockDevice(e.Major, e.Minor)] += e.Value
+		case "write":
+			writeOps[blockDevice(e.Major, e.Minor)] += e.Value
+		}
+	}
+	for _, series := range []struct {
+		name string
+		v    map[string]uint64
+	}{{"container_fs_reads_bytes_total", reads}, {"container_fs_writes_bytes_total", writes}, {"container_fs_reads_total", readOps}, {"container_fs_writes_total", writeOps}} {
+		for dev, v := range series.v {
+			m.add(series.name, false, v, dev)
+		}
+	}
+	if fs.ok {
+		m.add("container_fs_inodes_free", true, fs.inodesFree, fs.device)
+		m.add("container_fs_inodes_total", true, fs.inodes, fs.device)
+		m.add("container_fs_limit_bytes", true, fs.bytes, fs.device)
+	}
+	if snap.fs != nil {
+		m.add("container_fs_usage_bytes", true, snap.fs.bytes, fs.device)
+	}
+
+	m.add("container_threads", true, cur.pids) // the pids cgroup counts tasks: threads
+	m.add("container_threads_max", true, raw.PidsStats.Limit)
+	m.add("container_last_seen", true, uint64(now.Unix()))
+	if meta != nil {
+		r := meta.resources
+		m.add("container_spec_cpu_period", true, uint64(max(r.CPUPeriod, 0)))
+		m.add("container_spec_cpu_quota", true, uint64(max(r.CPUQuota, 0)))
+		m.add("container_spec_cpu_shares", true, uint64(max(r.CPUShares, 0)))
+		m.add("container_spec_memory_limit_bytes", true, uint64(max(r.Memory, 0)))
+		m.add("container_spec_memory_swap_limit_bytes", true, uint64(max(r.MemorySwap, 0)))
+		if !meta.startedAt.IsZero() {
+			m.add("container_start_time_seconds", true, uint64(meta.startedAt.Unix()))
+		}
+		if meta.pid > 0 {
+			if p, ok := readProcesses(meta.pid); ok {
+				m.add("container_processes", true, p.processes)
+				m.add("container_file_descriptors", true, p.fds)
+				m.add("container_sockets", true, p.sockets)
+			}
+			if cg, ok := readCgroupMemory(meta.pid); ok {
+				m.add("container_oom_events_total", false, cg.oomKills)
+				m.add("container_memory_kernel_usage", true, cg.kernel)
+			}
+		}
+	}
+	return m.out
+}
+
+// blockDevice names a block device by its numbers, as the node calls it (/dev/vda).
+func blockDevice(major, minor uint64) string {
+	raw, err := os.ReadFile("/sys/dev/block/" + strconv.FormatUint(major, 10) + ":" + strconv.FormatUint(minor, 10) + "/uevent")
+	if err == nil {
+		for _, line := range strings.Split(string(raw), "\n") {
+			if name, ok := strings.CutPrefix(line, "DEVNAME="); ok {
+				return "/dev/" + name
+			}
+		}
+	}
+	return strconv.FormatUint(major, 10) + ":" + strconv.FormatUint(minor, 10)
+}
+
+// cgroupDirs maps the controllers of a process to their directories: cgroup v1 has one per
+// controller ("memory", "pids", ...), v2 one for all (key "").
+func cgroupDirs(pid int) (map[string]string, bool) {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		return nil, false
+	}
+	out := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		if parts[1] == "" {
+			out[""] = filepath.Join("/sys/fs/cgroup", parts[2])
+			continue
+		}
+		for _, ctrl := range strings.Split(parts[1], ",") {
+			out[ctrl] = filepath.Join("/sys/fs/cgroup", parts[1], parts[2])
+		}
+	}
+	return out, len(out) > 0
+}
+
+type processCounts struct{ processes, fds, sockets uint64 }
+
+// readProcesses counts the processes of the container of pid (from its pids or unified cgroup)
+// and their open files and sockets.
+func readProcesses(pid int) (processCounts, bool) {
+	dirs, ok := cgroupDirs(pid)
+	if !ok {
+		return processCounts{}, false
+	}
+	dir, ok := dirs["pids"]
+	if !ok {
+		dir, ok = dirs[""]
+	}
+	if !ok {
+		return processCounts{}, false
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return processCounts{}, false
+	}
+	var c processCounts
+	for _, f := range strings.Fields(string(raw)) {
+		c.processes++
+		fdDir := filepath.Join("/proc", f, "fd")
+		entries, err := os.ReadDir(fdDir)
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			c.fds++
+			if target, err := os.Readlink(filepath.Join(fdDir, e.Name())); err == nil && strings.HasPrefix(target, "socket:") {
+				c.sockets++
+			}
+		}
+	}
+	return c, true
+}
+
+type cgroupMemory struct{ oomKills, kernel uint64 }
+
+// readCgroupMemory reads the OOM kills and kernel memory of the container of pid.
+func readCgroupMemory(pid int) (cgroupMemory, bool) {
+	dirs, ok := cgroupDirs(pid)
+	if !ok {
+		return cgroupMemory{}, false
+	}
+	var out cgroupMemory
+	if dir, ok := dirs["memory"]; ok { // cgroup v1
+		kv := readKeyValues(filepath.Join(dir, "memory.oom_control"))
+		out.oomKills = kv["oom_kill"]
+		raw, err := os.ReadFile(filepath.Join(dir, "memory.kmem.usage_in_bytes"))
+		if err != nil {
+			return out, kv != nil
+		}
+		out.kernel, _ = strconv.ParseUint(strings.TrimSpace(string(raw)), 10, 64)
+		return out, true
+	}
+	dir, ok := dirs[""]
+	if !ok {
+		return out, false
+	}
+	events := readKeyValues(filepath.Join(dir, "memory.events"))
+	if events == nil {
+		return out, false
+	}
+	out.oomKills = events["oom_kill"]
+	st := readKeyValues(filepath.Join(dir, "memory.stat"))
+	out.kernel = st["kernel"]
+	if out.kernel == 0 {
+		out.kernel = st["kernel_stack"] + st["slab"] + st["sock"] + st["percpu"]
+	}
+	return out, true
+}
+
+// readKeyValues reads a cgroup file of "key value" lines; nil when it cannot be read.
+func readKeyValues(path string) map[string]uint64 {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	out := map[string]uint64{}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), " "); ok {
+			out[k], _ = strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	return out
+}

@@ -1,0 +1,303 @@
+package core
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// ContainerStats reports one container's CPU, memory, swap and writable layer from the stats
+// cache (see stats_collector.go). A container that is not running has attributes only.
+func (s *Service) ContainerStats(ctx context.Context, req *runtimeapi.ContainerStatsRequest) (*runtimeapi.ContainerStatsResponse, error) {
+	id := req.GetContainerId()
+	if id == "" {
+		return nil, invalidf("container_id is required")
+	}
+	list, err := s.listOurs(ctx, containerTypeContainer, id, nil)
+	if err != nil {
+		return nil, dockerError(err, "list container %q", id)
+	}
+	if len(list) != 1 {
+		return nil, notFoundf("container %q not found", id)
+	}
+	c := list[0]
+	if c.State != string(container.StateRunning) {
+		return &runtimeapi.ContainerStatsResponse{Stats: &runtimeapi.ContainerStats{Attributes: containerAttributes(c)}}, nil
+	}
+	snaps := s.stats.collect(ctx, []string{c.ID})
+	snap, ok := snaps[c.ID]
+	if !ok {
+		if err := s.stats.lastError(c.ID); err != nil {
+			return nil, dockerError(err, "stats of container %q", id)
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, status.FromContextError(err).Err()
+		}
+		return nil, notFoundf("container %q not found", id)
+	}
+	return &runtimeapi.ContainerStatsResponse{Stats: s.containerStats(ctx, c, snap)}, nil
+}
+
+// ListContainerStats reports the running containers that match the filter, from one Docker
+// list call and the stats cache.
+func (s *Service) ListContainerStats(ctx context.Context, req *runtimeapi.ListContainerStatsRequest) (*runtimeapi.ListContainerStatsResponse, error) {
+	stats, err := s.listContainerStats(ctx, req.GetFilter())
+	if err != nil {
+		return nil, err
+	}
+	return &runtimeapi.ListContainerStatsResponse{Stats: stats}, nil
+}
+
+func (s *Service) listContainerStats(ctx context.Context, f *runtimeapi.ContainerStatsFilter) ([]*runtimeapi.ContainerStats, error) {
+	var extra []string
+	if f.GetPodSandboxId() != "" {
+		extra = append(extra, sandboxIDLabel+"="+f.GetPodSandboxId())
+	}
+	list, err := s.listOurs(ctx, containerTypeContainer, f.GetId(), f.GetLabelSelector(), extra...)
+	if err != nil {
+		return nil, dockerError(err, "list containers")
+	}
+	running := make([]listed, 0, len(list))
+	ids := make([]string, 0, len(list))
+	for _, c := range list {
+		labels, _ := splitLabels(c.Labels)
+		if c.State != string(container.StateRunning) || !matchesSelector(labels, f.GetLabelSelector()) {
+			continue
+		}
+		running = append(running, c)
+		ids = append(ids, c.ID)
+	}
+	snaps := s.stats.collect(ctx, ids)
+	out := make([]*runtimeapi.ContainerStats, 0, len(running))
+	for _, c := range running {
+		if snap, ok := snaps[c.ID]; ok {
+			out = append(out, s.containerStats(ctx, c, snap))
+		}
+	}
+	return out, nil
+}
+
+func containerAttributes(c listed) *runtimeapi.ContainerAttributes {
+	labels, annotations := splitLabels(c.Labels)
+	return &runtimeapi.ContainerAttributes{Id: c.ID, Metadata: c.name.containerMetadata(), Labels: labels, Annotations: annotations}
+}
+
+// containerStats builds a container's CRI stats from its snapshot.
+func (s *Service) containerStats(ctx context.Context, c listed, snap statsSnapshot) *runtimeapi.ContainerStats {
+	out := &runtimeapi.ContainerStats{Attributes: containerAttributes(c)}
+	cur := snap.cur
+	if cur.running {
+		ts := cur.at.UnixNano()
+		out.Cpu = &runtimeapi.CpuUsage{Timestamp: ts, UsageCoreNanoSeconds: &runtimeapi.UInt64Value{Value: cur.cpuTotal}}
+		if rate, ok := snap.usageNanoCores(); ok {
+			out.Cpu.UsageNanoCores = &runtimeapi.UInt64Value{Value: rate}
+		}
+		out.Memory = &runtimeapi.MemoryUsage{
+			Timestamp:       ts,
+			WorkingSetBytes: &runtimeapi.UInt64Value{Value: cur.workingSet},
+			UsageBytes:      &runtimeapi.UInt64Value{Value: cur.memUsage},
+			RssBytes:        &runtimeapi.UInt64Value{Value: cur.rss},
+			PageFaults:      &runtimeapi.UInt64Value{Value: cur.pageFaults},
+			MajorPageFaults: &runtimeapi.UInt64Value{Value: cur.majFaults},
+		}
+		if cur.memLimit > cur.workingSet {
+			out.Memory.AvailableBytes = &runtimeapi.UInt64Value{Value: cur.memLimit - cur.workingSet}
+		}
+		if cur.hasSwap {
+			out.Swap = &runtimeapi.SwapUsage{Timestamp: ts, SwapUsageBytes: &runtimeapi.UInt64Value{Value: cur.swap}}
+		}
+	}
+	if fsu := snap.fs; fsu != nil {
+		out.WritableLayer = &runtimeapi.FilesystemUsage{
+			Timestamp: fsu.at.UnixNano(),
+			FsId:      &runtimeapi.FilesystemIdentifier{Mountpoint: s.dockerRootDir(ctx)},
+			UsedBytes: &runtimeapi.UInt64Value{Value: fsu.bytes},
+		}
+		if fsu.hasInodes {
+			out.WritableLayer.InodesUsed = &runtimeapi.UInt64Value{Value: fsu.inodes}
+		}
+	}
+	return out
+}
+
+// dockerRootDir is where writable layers live, from the cached /info.
+func (s *Service) dockerRootDir(ctx context.Context) string {
+	if info, err := s.runtimes.get(ctx); err == nil && info.DockerRootDir != "" {
+		return info.DockerRootDir
+	}
+	return "/var/lib/docker"
+}
+
+// PodSandboxStats reports a ready pod: its containers' stats, their sums, and the network of
+// the sandbox.
+func (s *Service) PodSandboxStats(ctx context.Context, req *runtimeapi.PodSandboxStatsRequest) (*runtimeapi.PodSandboxStatsResponse, error) {
+	id := req.GetPodSandboxId()
+	if id == "" {
+		return nil, invalidf("pod_sandbox_id is required")
+	}
+	stats, err := s.listPodSandboxStats(ctx, id, nil, true)
+	if err != nil {
+		return nil, err
+	}
+	if len(stats) != 1 {
+		return nil, notFoundf("pod sandbox %q not found or not ready", id)
+	}
+	return &runtimeapi.PodSandboxStatsResponse{Stats: stats[0]}, nil
+}
+
+// ListPodSandboxStats reports the ready pods that match the filter, from two Docker list calls
+// (sandboxes, containers) and the stats cache.
+func (s *Service) ListPodSandboxStats(ctx context.Context, req *runtimeapi.ListPodSandboxStatsRequest) (*runtimeapi.ListPodSandboxStatsResponse, error) {
+	stats, err := s.listPodSandboxStats(ctx, req.GetFilter().GetId(), req.GetFilter().GetLabelSelector(), false)
+	if err != nil {
+		return nil, err
+	}
+	return &runtimeapi.ListPodSandboxStatsResponse{Stats: stats}, nil
+}
+
+func (s *Service) listPodSandboxStats(ctx context.Context, idPrefix string, selector map[string]string, exact bool) ([]*runtimeapi.PodSandboxStats, error) {
+	sandboxes, err := s.listOurs(ctx, containerTypeSandbox, idPrefix, selector)
+	if err != nil {
+		return nil, dockerError(err, "list pod sandboxes")
+	}
+	if exact && len(sandboxes) > 1 {
+		return nil, notFoundf("pod sandbox %q is ambiguous", idPrefix)
+	}
+	pods := map[string]listed{}
+	var podIDs, ids []string
+	for _, sb := range sandboxes {
+		labels, _ := splitLabels(sb.Labels)
+		if sb.State != string(container.StateRunning) || !matchesSelector(labels, selector) {
+			continue
+		}
+		pods[sb.ID] = sb
+		podIDs = append(podIDs, sb.ID)
+		ids = append(ids, sb.ID)
+	}
+	if len(pods) == 0 {
+		return nil, nil
+	}
+	var extra []string
+	if len(pods) == 1 {
+		extra = append(extra, sandboxIDLabel+"="+podIDs[0])
+	}
+	ctrs, err := s.listOurs(ctx, containerTypeContainer, "", nil, extra...)
+	if err != nil {
+		return nil, dockerError(err, "list containers")
+	}
+	byPod := map[string][]listed{}
+	for _, c := range ctrs {
+		podID := c.Labels[sandboxIDLabel]
+		if _, ok := pods[podID]; ok && c.State == string(container.StateRunning) {
+			byPod[podID] = append(byPod[podID], c)
+			ids = append(ids, c.ID)
+		}
+	}
+	snaps := s.stats.collect(ctx, ids)
+	sort.Strings(podIDs)
+	out := make([]*runtimeapi.PodSandboxStats, 0, len(pods))
+	for _, podID := range podIDs {
+		out = append(out, s.podStats(ctx, pods[podID], byPod[podID], snaps))
+	}
+	return out, nil
+}
+
+// podStats sums the pod's containers and its sandbox, and takes the network from the sandbox,
+// whose namespace they share: from Docker, or from /proc for pods networked by CNI.
+func (s *Service) podStats(ctx context.Context, sb listed, ctrs []listed, snaps map[string]statsSnapshot) *runtimeapi.PodSandboxStats {
+	labels, annotations := splitLabels(sb.Labels)
+	out := &runtimeapi.PodSandboxStats{
+		Attributes: &runtimeapi.PodSandboxAttributes{Id: sb.ID, Metadata: sb.name.sandboxMetadata(), Labels: labels, Annotations: annotations},
+		Linux:      &runtimeapi.LinuxPodSandboxStats{},
+	}
+	var (
+		at                                    time.Time
+		cpu, rate, ws, usage, rss, pf, mpf, n uint64
+		rateKnown                             = true
+		seen                                  bool
+	)
+	add := func(snap statsSnapshot) {
+		cur := snap.cur
+		if cur == nil || !cur.running {
+			return
+		}
+		seen = true
+		if cur.at.After(at) {
+			at = cur.at
+		}
+		cpu += cur.cpuTotal
+		if r, ok := snap.usageNanoCores(); ok {
+			rate += r
+		} else {
+			rateKnown = false
+		}
+		ws, usage, rss, pf, mpf, n = ws+cur.workingSet, usage+cur.memUsage, rss+cur.rss, pf+cur.pageFaults, mpf+cur.majFaults, n+cur.pids
+	}
+	sandboxSnap, hasSandbox := snaps[sb.ID]
+	if hasSandbox {
+		add(sandboxSnap)
+	}
+	for _, c := range ctrs {
+		if snap, ok := snaps[c.ID]; ok {
+			add(snap)
+			out.Linux.Containers = append(out.Linux.Containers, s.containerStats(ctx, c, snap))
+		}
+	}
+	if !seen {
+		return out
+	}
+	ts := at.UnixNano()
+	out.Linux.Cpu = &runtimeapi.CpuUsage{Timestamp: ts, UsageCoreNanoSeconds: &runtimeapi.UInt64Value{Value: cpu}}
+	if rateKnown {
+		out.Linux.Cpu.UsageNanoCores = &runtimeapi.UInt64Value{Value: rate}
+	}
+	out.Linux.Memory = &runtimeapi.MemoryUsage{
+		Timestamp:       ts,
+		WorkingSetBytes: &runtimeapi.UInt64Value{Value: ws},
+		UsageBytes:      &runtimeapi.UInt64Value{Value: usage},
+		RssBytes:        &runtimeapi.UInt64Value{Value: rss},
+		PageFaults:      &runtimeapi.UInt64Value{Value: pf},
+		MajorPageFaults: &runtimeapi.UInt64Value{Value: mpf},
+	}
+	out.Linux.Process = &runtimeapi.ProcessUsage{Timestamp: ts, ProcessCount: &runtimeapi.UInt64Value{Value: n}}
+	if hasSandbox && sandboxSnap.cur.running {
+		out.Linux.Network = podNetwork(sandboxSnap, ts)
+	}
+	return out
+}
+
+// podNetwork reports the sandbox's interfaces, eth0 (or the first) as the default.
+func podNetwork(snap statsSnapshot, ts int64) *runtimeapi.NetworkUsage {
+	nets := snap.cur.networks
+	if len(nets) == 0 && snap.meta != nil && snap.meta.pid > 0 && !snap.meta.hostNetwork {
+		nets, _ = readNetDev(snap.meta.pid)
+	}
+	if len(nets) == 0 {
+		return nil
+	}
+	names := make([]string, 0, len(nets))
+	for name := range nets {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	usage := &runtimeapi.NetworkUsage{Timestamp: ts}
+	for _, name := range names {
+		n := nets[name]
+		iface := &runtimeapi.NetworkInterfaceUsage{
+			Name:     name,
+			RxBytes:  &runtimeapi.UInt64Value{Value: n.RxBytes},
+			RxErrors: &runtimeapi.UInt64Value{Value: n.RxErrors},
+			TxBytes:  &runtimeapi.UInt64Value{Value: n.TxBytes},
+			TxErrors: &runtimeapi.UInt64Value{Value: n.TxErrors},
+		}
+		usage.Interfaces = append(usage.Interfaces, iface)
+		if name == "eth0" || usage.DefaultInterface == nil {
+			usage.DefaultInterface = iface
+		}
+	}
+	return usage
+}
