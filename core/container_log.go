@@ -56,15 +56,9 @@ func (s *Service) ReopenContainerLog(ctx context.Context, req *runtimeapi.Reopen
 	if id == "" {
 		return nil, invalidf("container_id is required")
 	}
-	c, err := s.docker.InspectContainer(ctx, id)
+	c, err := s.inspectCRIContainer(ctx, id)
 	if err != nil {
-		if libdocker.IsNotFound(err) {
-			return nil, notFoundf("container %q not found", id)
-		}
-		return nil, dockerError(err, "inspect container %q", id)
-	}
-	if c.Config == nil || c.Config.Labels[containerTypeLabel] != containerTypeContainer {
-		return nil, notFoundf("container %q not found: it is not a CRI container", id)
+		return nil, err
 	}
 	if c.State == nil || !c.State.Running {
 		return nil, status.Errorf(codes.FailedPrecondition, "container %q is not running: its log is complete and needs no reopening", id)

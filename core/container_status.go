@@ -14,12 +14,9 @@ import (
 	"github.com/cri-dockerd/cri-dockerd/libdocker"
 )
 
-// ContainerStatus reports a container from one Docker inspect.
-func (s *Service) ContainerStatus(ctx context.Context, req *runtimeapi.ContainerStatusRequest) (*runtimeapi.ContainerStatusResponse, error) {
-	id := req.GetContainerId()
-	if id == "" {
-		return nil, invalidf("container_id is required")
-	}
+// inspectCRIContainer inspects a container of ours: NotFound when id names nothing, or
+// something that is not a CRI container (a sandbox, a container of another tool).
+func (s *Service) inspectCRIContainer(ctx context.Context, id string) (*container.InspectResponse, error) {
 	c, err := s.docker.InspectContainer(ctx, id)
 	if err != nil {
 		if libdocker.IsNotFound(err) {
@@ -29,6 +26,19 @@ func (s *Service) ContainerStatus(ctx context.Context, req *runtimeapi.Container
 	}
 	if c.Config == nil || c.Config.Labels[containerTypeLabel] != containerTypeContainer {
 		return nil, notFoundf("container %q not found: it is not a CRI container", id)
+	}
+	return c, nil
+}
+
+// ContainerStatus reports a container from one Docker inspect.
+func (s *Service) ContainerStatus(ctx context.Context, req *runtimeapi.ContainerStatusRequest) (*runtimeapi.ContainerStatusResponse, error) {
+	id := req.GetContainerId()
+	if id == "" {
+		return nil, invalidf("container_id is required")
+	}
+	c, err := s.inspectCRIContainer(ctx, id)
+	if err != nil {
+		return nil, err
 	}
 	name, err := parseName(c.Name)
 	if err != nil {
