@@ -140,13 +140,16 @@ func (s *Service) PullImage(ctx context.Context, req *runtimeapi.PullImageReques
 }
 
 // RemoveImage removes an image with all its tags, whichever reference names it, as the CRI
-// asks. Removals of one image are serialised: when concurrent calls return, the image is gone.
-// An image that does not exist is a success.
+// asks. Removals are serialised (the kubelet removes images one by one anyway): a call that
+// finds a tag already gone must not return while another call is still removing the image's
+// other tags. An image that does not exist is a success.
 func (s *Service) RemoveImage(ctx context.Context, req *runtimeapi.RemoveImageRequest) (*runtimeapi.RemoveImageResponse, error) {
 	ref := req.GetImage().GetImage()
 	if ref == "" {
 		return nil, invalidf("image is required")
 	}
+	s.imageRemoval.Lock()
+	defer s.imageRemoval.Unlock()
 	img, err := s.docker.InspectImage(ctx, ref)
 	if libdocker.IsNotFound(err) {
 		return &runtimeapi.RemoveImageResponse{}, nil
@@ -154,8 +157,6 @@ func (s *Service) RemoveImage(ctx context.Context, req *runtimeapi.RemoveImageRe
 	if err != nil {
 		return nil, dockerError(err, "inspect image %q", ref)
 	}
-	unlock := s.imageLocks.lock(img.ID)
-	defer unlock()
 	// Untag each name first: Docker refuses to remove an ID with several tags without force,
 	// and force would also remove an image a container still uses.
 	for _, tag := range realReferences(img.RepoTags) {

@@ -119,6 +119,8 @@ func (s *Service) sandboxDockerConfig(cfg *runtimeapi.PodSandboxConfig, rt podRu
 	// Namespaced sysctls (IPC, network) set on the sandbox hold for every container that
 	// joins its namespaces.
 	hostCfg.Sysctls = cfg.GetLinux().GetSysctls()
+	// Pod identity, resources and overhead for VM-based runtimes (Engine API >= 1.43).
+	hostCfg.Annotations = s.sandboxAnnotations(cfg)
 	if err := applySandboxSecurity(containerCfg, hostCfg, cfg.GetLinux().GetSecurityContext()); err != nil {
 		return nil, nil, err
 	}

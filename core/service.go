@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -71,7 +72,7 @@ type Service struct {
 	sandboxes *sandboxIndex
 	// clampOOMScore is set when the node cannot give containers a negative oom_score_adj.
 	clampOOMScore bool
-	imageLocks    keyedMutex
+	imageRemoval  sync.Mutex
 	diskUsage     *diskUsageCache
 	logs          *containerlog.Manager
 	// net networks sandboxes; checkpoints keep what it needs to tear a pod down and the pod's
