@@ -824,19 +824,5 @@ func BenchmarkExecSyncOverhead(b *testing.B) {
 		}
 	}
 
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if i%2 == 0 {
-			viaCRI()
-			viaDocker()
-		} else {
-			viaDocker()
-			viaCRI()
-		}
-	}
-	b.StopTimer()
-	ms := func(total time.Duration) float64 { return float64(total.Microseconds()) / 1000 / float64(b.N) }
-	b.ReportMetric(ms(criTotal), "cri-ms/op")
-	b.ReportMetric(ms(dockerTotal), "docker-ms/op")
-	b.ReportMetric(float64(criTotal)/float64(dockerTotal), "overhead-ratio")
+	alternate(b, viaCRI, viaDocker, &criTotal, &dockerTotal)
 }
