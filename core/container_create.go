@@ -129,7 +129,7 @@ func (s *Service) containerDockerConfig(ctx context.Context, sandboxID string, r
 		return nil, nil, err
 	}
 	s.applyContainerAnnotations(hostCfg, sandboxID, cfg, sandboxCfg)
-	if err := s.applySecurityContext(ctx, containerCfg, hostCfg, cfg.GetLinux().GetSecurityContext(), sandboxCfg.GetLinux().GetSecurityContext().GetPrivileged()); err != nil {
+	if err := s.applySecurityContext(ctx, containerCfg, hostCfg, cfg.GetLinux().GetSecurityContext(), sandboxCfg.GetLinux().GetSecurityContext().GetPrivileged(), rt); err != nil {
 		return nil, nil, err
 	}
 	return containerCfg, hostCfg, nil

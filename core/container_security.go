@@ -33,7 +33,7 @@ const maxSeccompProfileSize = 1 << 20
 // Docker cannot do (ambient capabilities, per-pod user namespaces, the Strict supplemental
 // groups policy, AppArmor profiles on a node without AppArmor) is refused, not ignored.
 // A privileged container needs a pod whose sandbox says it may run one.
-func (s *Service) applySecurityContext(ctx context.Context, cc *container.Config, hc *container.HostConfig, sc *runtimeapi.LinuxContainerSecurityContext, sandboxPrivileged bool) error {
+func (s *Service) applySecurityContext(ctx context.Context, cc *container.Config, hc *container.HostConfig, sc *runtimeapi.LinuxContainerSecurityContext, sandboxPrivileged bool, rt podRuntime) error {
 	if sc == nil {
 		// No security context: no seccomp filter either, as for a nil profile.
 		hc.SecurityOpt = append(hc.SecurityOpt, "seccomp="+profileUnconfined)
