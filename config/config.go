@@ -57,6 +57,10 @@ type Config struct {
 	RuntimeHandlerAliases map[string]string
 	// DefaultRuntimeHandler is the handler name that selects Docker's default runtime.
 	DefaultRuntimeHandler string
+	// PrivilegedWithoutHostDevices lists the handlers whose privileged containers get every
+	// privilege except the node's devices (containerd's privileged_without_host_devices):
+	// for VM runtimes, where host devices mean nothing inside the guest or must not leak in.
+	PrivilegedWithoutHostDevices []string
 	// MetricsBindAddr is where Prometheus metrics and pprof are served; "" is off.
 	MetricsBindAddr string
 	// StreamingBindAddr is where the exec/attach/port-forward server listens (HOST:PORT, HOST, :PORT).
@@ -175,6 +179,11 @@ func (c *Config) Validate() error {
 		}
 		if name == c.DefaultRuntimeHandler {
 			problems = append(problems, fmt.Sprintf("runtime handler %q: the name is reserved for Docker's default runtime", name))
+		}
+	}
+	for _, name := range c.PrivilegedWithoutHostDevices {
+		if !IsValidHandlerName(name) {
+			problems = append(problems, fmt.Sprintf("--privileged-without-host-devices %q: not a RuntimeClass handler name (an RFC 1123 label)", name))
 		}
 	}
 	if len(problems) > 0 {

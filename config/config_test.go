@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -75,6 +76,14 @@ func TestFlagsAndConfigFile(t *testing.T) {
 	if cfg.PodInfraContainerImage != "example.com/pause:1" || cfg.RuntimeRequestTimeout.Seconds() != 30 {
 		t.Errorf("file settings not applied: %+v", cfg)
 	}
+	cfg, err = parse(t, []string{"--privileged-without-host-devices", "kata"}, "privileged-without-host-devices: [gvisor, spin]\n")
+	if err != nil || !slices.Equal(cfg.PrivilegedWithoutHostDevices, []string{"kata"}) {
+		t.Errorf("privileged-without-host-devices: the command line wins over the file: %v %v", cfg.PrivilegedWithoutHostDevices, err)
+	}
+	cfg, err = parse(t, nil, "privileged-without-host-devices: [gvisor, spin]\n")
+	if err != nil || !slices.Equal(cfg.PrivilegedWithoutHostDevices, []string{"gvisor", "spin"}) {
+		t.Errorf("privileged-without-host-devices from the file: %v %v", cfg.PrivilegedWithoutHostDevices, err)
+	}
 	cfg, err = parse(t, nil, "runtime-handler:\n  wasm: io.containerd.wasmtime.v1\n")
 	if err != nil || cfg.RuntimeHandlerAliases["wasm"] != "io.containerd.wasmtime.v1" {
 		t.Errorf("map form: %v %v", cfg, err)
@@ -91,6 +100,7 @@ func TestInvalidSettingsSayWhatToFix(t *testing.T) {
 		{args: []string{"--network-plugin", "kubenet"}, want: `--network-plugin "kubenet"`},
 		{args: []string{"--log-level", "loud"}, want: "--log-level"},
 		{args: []string{"--runtime-handler", "docker=runc"}, want: "reserved"},
+		{args: []string{"--privileged-without-host-devices", "io.containerd.kata.v2"}, want: `--privileged-without-host-devices "io.containerd.kata.v2": not a RuntimeClass handler name`},
 		{file: "no-such-setting: 1\n", want: `unknown setting "no-such-setting"`},
 		{file: "log-level: [a, [b]]\n", want: "nested"},
 	} {

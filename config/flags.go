@@ -66,6 +66,8 @@ func (c *Config) BindFlags(fs *pflag.FlagSet) {
 	fs.Var(&handlerFlag{aliases: c.RuntimeHandlerAliases}, "runtime-handler",
 		"map a RuntimeClass handler to a Docker runtime, NAME=DOCKER_RUNTIME (repeatable), e.g. spin=io.containerd.spin.v2")
 	fs.StringVar(&c.DefaultRuntimeHandler, "default-runtime-handler-name", c.DefaultRuntimeHandler, `the handler name that, like "", selects Docker's default runtime`)
+	fs.StringSliceVar(&c.PrivilegedWithoutHostDevices, "privileged-without-host-devices", c.PrivilegedWithoutHostDevices,
+		"runtime handlers (comma-separated or repeated) whose privileged containers get every privilege except the node's devices, as containerd's privileged_without_host_devices; for VM runtimes such as Kata")
 	fs.StringVar(&c.MetricsBindAddr, "metrics-bind-addr", c.MetricsBindAddr, "serve Prometheus metrics and /debug/pprof on HOST:PORT (off when empty; use a loopback host unless you mean every interface)")
 	fs.StringVar(&c.StreamingBindAddr, "streaming-bind-addr", c.StreamingBindAddr,
 		"where the exec/attach/port-forward server listens: HOST:PORT, HOST (a free port) or :PORT (every interface); port 0 picks a free port")

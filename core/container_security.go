@@ -94,7 +94,42 @@ func (s *Service) applySecurityContext(ctx context.Context, cc *container.Config
 			hc.ReadonlyPaths = append([]string(nil), sc.ReadonlyPaths...)
 		}
 	}
+	if sc.Privileged && s.withoutHostDevices(rt) {
+		grantPrivilegesWithoutHostDevices(hc)
+	}
 	return nil
+}
+
+// withoutHostDevices reports whether privileged containers of pods on rt must not get the
+// node's devices (--privileged-without-host-devices).
+func (s *Service) withoutHostDevices(rt podRuntime) bool {
+	handler := rt.Handler
+	if handler == "" {
+		handler = s.opts.DefaultRuntimeHandler
+	}
+	return s.opts.PrivilegedWithoutHostDevices[handler]
+}
+
+// grantPrivilegesWithoutHostDevices gives a container what Docker's privileged mode gives
+// except the node's devices, which Docker cannot leave out of that mode: every capability,
+// no seccomp filter, no AppArmor or SELinux confinement, and an unmasked /proc. Only the
+// devices the container asks for are mapped; /sys and the cgroup filesystem stay read-only,
+// as Docker mounts them for every unprivileged container.
+func grantPrivilegesWithoutHostDevices(hc *container.HostConfig) {
+	hc.Privileged = false
+	hc.CapAdd = strslice.StrSlice{"ALL"}
+	hc.CapDrop = nil
+	kept := hc.SecurityOpt[:0]
+	for _, opt := range hc.SecurityOpt {
+		if strings.HasPrefix(opt, "seccomp=") || strings.HasPrefix(opt, "apparmor=") || strings.HasPrefix(opt, "label=") {
+			continue
+		}
+		kept = append(kept, opt)
+	}
+	hc.SecurityOpt = append(kept, "seccomp="+profileUnconfined, "apparmor="+profileUnconfined, "label=disable")
+	// Empty lists, not nil: nil keeps Docker's default masks.
+	hc.MaskedPaths = []string{}
+	hc.ReadonlyPaths = []string{}
 }
 
 // applyIdentity sets the user, group and supplemental groups of the first process.

@@ -382,3 +382,65 @@ func TestAnnotationsAndCDIWhereTheDaemonTakesThem(t *testing.T) {
 		t.Errorf("sandboxAnnotations %v", sa)
 	}
 }
+
+// A handler marked privileged-without-host-devices (for VM runtimes) gets every privilege
+// but the node's devices; other handlers keep Docker's privileged mode.
+func TestPrivilegedWithoutHostDevicesPerHandler(t *testing.T) {
+	fake := libdocker.NewFake()
+	fake.AddRuntime("kata", "/usr/bin/kata-runtime")
+	s := newTestService(t, fake, Options{
+		RuntimeHandlerAliases:        map[string]string{"vm": "kata"},
+		PrivilegedWithoutHostDevices: map[string]bool{"vm": true},
+	})
+	privileged := func(handler string) *container.InspectResponse {
+		t.Helper()
+		podCfg := sandboxConfig("p" + randomSuffix())
+		podCfg.Linux = &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{Privileged: true}}
+		pod, err := s.RunPodSandbox(context.Background(), &runtimeapi.RunPodSandboxRequest{Config: podCfg, RuntimeHandler: handler})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := containerConfig("c")
+		sc := securityCtx(cfg)
+		sc.Privileged = true
+		sc.Capabilities = &runtimeapi.Capability{DropCapabilities: []string{"NET_RAW"}}
+		sc.Seccomp = &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}
+		sc.Apparmor = &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}
+		sc.SelinuxOptions = &runtimeapi.SELinuxOption{Type: "spc_t"}
+		sc.NoNewPrivs = true
+		cfg.Devices = []*runtimeapi.Device{{HostPath: "/dev/fuse", ContainerPath: "/dev/fuse", Permissions: "rwm"}}
+		resp, err := s.CreateContainer(context.Background(), &runtimeapi.CreateContainerRequest{PodSandboxId: pod.PodSandboxId, Config: cfg, SandboxConfig: podCfg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := fake.InspectContainer(context.Background(), resp.ContainerId)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+
+	vm := privileged("vm")
+	hc := vm.HostConfig
+	if hc.Privileged {
+		t.Error("privileged-without-host-devices handler: Docker's privileged mode would map every host device")
+	}
+	if !slices.Equal(hc.CapAdd, []string{"ALL"}) || len(hc.CapDrop) != 0 {
+		t.Errorf("CapAdd %q CapDrop %q, want every capability", hc.CapAdd, hc.CapDrop)
+	}
+	wantOpts(t, vm, "no-new-privileges", "seccomp=unconfined", "apparmor=unconfined", "label=disable")
+	if hc.MaskedPaths == nil || len(hc.MaskedPaths) != 0 || hc.ReadonlyPaths == nil || len(hc.ReadonlyPaths) != 0 {
+		t.Errorf("MaskedPaths %#v ReadonlyPaths %#v, want empty lists (nil keeps Docker's masks)", hc.MaskedPaths, hc.ReadonlyPaths)
+	}
+	if len(hc.Devices) != 1 || hc.Devices[0].PathOnHost != "/dev/fuse" {
+		t.Errorf("Devices %+v, want only the requested /dev/fuse", hc.Devices)
+	}
+	if hc.Runtime != "kata" {
+		t.Errorf("runtime %q, want kata", hc.Runtime)
+	}
+
+	runc := privileged("")
+	if !runc.HostConfig.Privileged || runc.HostConfig.MaskedPaths != nil {
+		t.Errorf("default handler: Privileged %v MaskedPaths %#v, want Docker's privileged mode", runc.HostConfig.Privileged, runc.HostConfig.MaskedPaths)
+	}
+}

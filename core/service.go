@@ -35,6 +35,9 @@ type Options struct {
 	RuntimeHandlerAliases map[string]string
 	// DefaultRuntimeHandler is the handler name that, like "", selects Docker's default runtime.
 	DefaultRuntimeHandler string
+	// PrivilegedWithoutHostDevices holds the handlers whose privileged containers get every
+	// privilege except the node's devices (see container_security.go).
+	PrivilegedWithoutHostDevices map[string]bool
 	// NetworkPlugin is the --network-plugin value, reported by Status; Network serves it.
 	NetworkPlugin string
 	// Network networks sandboxes; nil is Docker's default bridge. A namespaced plugin (CNI)

@@ -40,7 +40,7 @@ func (s *Service) Status(ctx context.Context, req *runtimeapi.StatusRequest) (*r
 		Features:        &runtimeapi.RuntimeFeatures{SupplementalGroupsPolicy: false},
 	}
 	if req.Verbose {
-		raw, _ := json.Marshal(map[string]any{"networkPlugin": s.opts.NetworkPlugin, "podInfraImage": s.opts.PodInfraImage, "runtimeHandlerAliases": s.opts.RuntimeHandlerAliases})
+		raw, _ := json.Marshal(map[string]any{"networkPlugin": s.opts.NetworkPlugin, "podInfraImage": s.opts.PodInfraImage, "runtimeHandlerAliases": s.opts.RuntimeHandlerAliases, "privilegedWithoutHostDevices": s.opts.PrivilegedWithoutHostDevices})
 		resp.Info = map[string]string{"config": string(raw)}
 	}
 	return resp, nil

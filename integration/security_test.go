@@ -266,6 +266,67 @@ func TestPrivilegedAndAllCapabilitiesReachDocker(t *testing.T) {
 	}
 }
 
+// TestPrivilegedWithoutHostDevices checks what Docker records for a privileged container on a
+// handler marked --privileged-without-host-devices: every privilege but the node's devices.
+// This VM cannot start it (CapAdd ALL needs CAP_SYS_RESOURCE, see TESTING.md).
+func TestPrivilegedWithoutHostDevices(t *testing.T) {
+	d := StartDaemon(t, "--network-plugin=", "--privileged-without-host-devices=wrapped")
+	podCfg := newPodConfig(t, "privnodev")
+	podCfg.Linux.SecurityContext.Privileged = true
+	sandboxID := runPod(t, d, podCfg, "wrapped")
+
+	cfg := containerConfig("priv", sleeper)
+	cfg.Linux.SecurityContext.Privileged = true
+	cfg.Linux.SecurityContext.Seccomp = &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}
+	cfg.Devices = []*runtimeapi.Device{{HostPath: "/dev/null", ContainerPath: "/dev/extra-null", Permissions: "rwm"}}
+	id := createContainer(t, d, sandboxID, podCfg, cfg)
+	c, err := suite.docker.ContainerInspect(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := c.HostConfig
+	if hc.Privileged || hc.Runtime != "wrapped" {
+		t.Errorf("Privileged %v Runtime %q, want false (no host devices) on wrapped", hc.Privileged, hc.Runtime)
+	}
+	if !slices.Equal(hc.CapAdd, []string{"ALL"}) {
+		t.Errorf("CapAdd %q, want [ALL]", hc.CapAdd)
+	}
+	for _, want := range []string{"seccomp=unconfined", "apparmor=unconfined", "label=disable"} {
+		if !slices.Contains(hc.SecurityOpt, want) {
+			t.Errorf("SecurityOpt %q lacks %s", hc.SecurityOpt, want)
+		}
+	}
+	// Docker fills in its default masks when the lists are null; empty lists unmask /proc.
+	if hc.MaskedPaths == nil || len(hc.MaskedPaths) != 0 || hc.ReadonlyPaths == nil || len(hc.ReadonlyPaths) != 0 {
+		t.Errorf("MaskedPaths %#v ReadonlyPaths %#v, want empty lists", hc.MaskedPaths, hc.ReadonlyPaths)
+	}
+	if len(hc.Devices) != 1 || hc.Devices[0].PathInContainer != "/dev/extra-null" {
+		t.Errorf("Devices %+v, want only the requested one", hc.Devices)
+	}
+
+	// The same request on a handler not in the list is Docker's privileged mode.
+	plainPod := newPodConfig(t, "privplain")
+	plainPod.Linux.SecurityContext.Privileged = true
+	plainSandbox := runPod(t, d, plainPod, "")
+	id = createContainer(t, d, plainSandbox, plainPod, cfg)
+	if c, err = suite.docker.ContainerInspect(t.Context(), id); err != nil {
+		t.Fatal(err)
+	}
+	if !c.HostConfig.Privileged || len(c.HostConfig.CapAdd) != 0 {
+		t.Errorf("default handler: Privileged %v CapAdd %q, want Docker's privileged mode", c.HostConfig.Privileged, c.HostConfig.CapAdd)
+	}
+
+	// An unprivileged container on the marked handler keeps Docker's masks.
+	cfg = containerConfig("plain", sleeper)
+	id = createContainer(t, d, sandboxID, podCfg, cfg)
+	if c, err = suite.docker.ContainerInspect(t.Context(), id); err != nil {
+		t.Fatal(err)
+	}
+	if c.HostConfig.Privileged || len(c.HostConfig.MaskedPaths) == 0 || len(c.HostConfig.CapAdd) != 0 {
+		t.Errorf("unprivileged container: Privileged %v MaskedPaths %q CapAdd %q, want Docker's defaults", c.HostConfig.Privileged, c.HostConfig.MaskedPaths, c.HostConfig.CapAdd)
+	}
+}
+
 // TestUpdateContainerResourcesLive resizes a running container and reads its cgroup files.
 func TestUpdateContainerResourcesLive(t *testing.T) {
 	d := StartDaemon(t, "--network-plugin=") // Docker's bridge: these tests are not about networking

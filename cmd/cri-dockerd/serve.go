@@ -77,15 +77,16 @@ func serve(ctx context.Context, cfg *config.Config) error {
 	}
 	defer netPlugin.Close()
 	svc, err = core.New(startCtx, docker, core.Options{
-		PodInfraImage:             cfg.PodInfraContainerImage,
-		ImagePullProgressDeadline: cfg.ImagePullProgressDeadline,
-		RuntimeHandlerAliases:     cfg.RuntimeHandlerAliases,
-		DefaultRuntimeHandler:     cfg.DefaultRuntimeHandler,
-		NetworkPlugin:             cfg.NetworkPlugin,
-		Network:                   netPlugin,
-		RootDirectory:             cfg.RootDirectory,
-		Streaming:                 streams,
-		Logger:                    logger,
+		PodInfraImage:                cfg.PodInfraContainerImage,
+		ImagePullProgressDeadline:    cfg.ImagePullProgressDeadline,
+		RuntimeHandlerAliases:        cfg.RuntimeHandlerAliases,
+		DefaultRuntimeHandler:        cfg.DefaultRuntimeHandler,
+		PrivilegedWithoutHostDevices: handlerSet(cfg.PrivilegedWithoutHostDevices),
+		NetworkPlugin:                cfg.NetworkPlugin,
+		Network:                      netPlugin,
+		RootDirectory:                cfg.RootDirectory,
+		Streaming:                    streams,
+		Logger:                       logger,
 	})
 	if err != nil {
 		return err
@@ -250,4 +251,13 @@ func moduleVersion(path string) string {
 		}
 	}
 	return "unknown"
+}
+
+// handlerSet is a set of runtime handler names.
+func handlerSet(names []string) map[string]bool {
+	set := make(map[string]bool, len(names))
+	for _, n := range names {
+		set[n] = true
+	}
+	return set
 }
