@@ -83,6 +83,9 @@ func validateSandboxConfig(cfg *runtimeapi.PodSandboxConfig) error {
 	if err := checkNameComponent("pod sandbox metadata.uid", m.Uid, false); err != nil {
 		return err
 	}
+	if _, err := sandboxShmSize(cfg); err != nil {
+		return err
+	}
 	for _, pm := range cfg.PortMappings {
 		if pm.ContainerPort <= 0 || pm.ContainerPort > 65535 || pm.HostPort < 0 || pm.HostPort > 65535 {
 			return invalidf("pod sandbox port mapping %d->%d: ports must be within 1-65535", pm.HostPort, pm.ContainerPort)
@@ -124,8 +127,14 @@ func (s *Service) sandboxDockerConfig(cfg *runtimeapi.PodSandboxConfig, rt podRu
 	if err := applySandboxSecurity(containerCfg, hostCfg, cfg.GetLinux().GetSecurityContext()); err != nil {
 		return nil, nil, err
 	}
+	// The pod's containers join the sandbox's IPC namespace and so its /dev/shm.
+	hostCfg.ShmSize, _ = sandboxShmSize(cfg) // validated with the request
 	if nsOpts.GetIpc() == runtimeapi.NamespaceMode_NODE {
 		hostCfg.IpcMode = "host"
+		if hostCfg.ShmSize > 0 {
+			s.log.Warnf("pod %s/%s: a /dev/shm size annotation has no effect with host IPC (the pod uses the node's /dev/shm)", cfg.GetMetadata().GetNamespace(), cfg.GetMetadata().GetName())
+			hostCfg.ShmSize = 0
+		}
 	}
 	if nsOpts.GetPid() == runtimeapi.NamespaceMode_NODE {
 		hostCfg.PidMode = "host"

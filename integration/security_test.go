@@ -327,6 +327,29 @@ func TestPrivilegedWithoutHostDevices(t *testing.T) {
 	}
 }
 
+// TestShmSizeAnnotation sizes the pod's /dev/shm from its annotation; every container of the
+// pod sees the sandbox's tmpfs.
+func TestShmSizeAnnotation(t *testing.T) {
+	d := StartDaemon(t, "--network-plugin=")
+	podCfg := newPodConfig(t, "shm")
+	podCfg.Annotations = map[string]string{"io.cri-dockerd.shm-size": "96Mi"}
+	sandboxID := runPod(t, d, podCfg, "")
+	id := createContainer(t, d, sandboxID, podCfg, containerConfig("app", sleeper))
+	startContainer(t, d, id)
+	out, _, code := execIn(t, d, id, "grep", " /dev/shm ", "/proc/mounts")
+	if code != 0 || !strings.Contains(out, "size=98304k") {
+		t.Errorf("/dev/shm mount %q (exit %d), want a 96Mi tmpfs (size=98304k)", out, code)
+	}
+
+	bad := newPodConfig(t, "shmbad")
+	bad.Annotations = map[string]string{"io.cri-dockerd.shm-size": "lots"}
+	_, err := d.Runtime.RunPodSandbox(t.Context(), &runtimeapi.RunPodSandboxRequest{Config: bad})
+	wantCode(t, err, codes.InvalidArgument, "io.cri-dockerd.shm-size")
+	if left := podContainers(t, bad.Metadata); len(left) != 0 {
+		t.Errorf("a refused pod left %d containers", len(left))
+	}
+}
+
 // TestUpdateContainerResourcesLive resizes a running container and reads its cgroup files.
 func TestUpdateContainerResourcesLive(t *testing.T) {
 	d := StartDaemon(t, "--network-plugin=") // Docker's bridge: these tests are not about networking

@@ -1,0 +1,31 @@
+package core
+
+import (
+	"k8s.io/apimachinery/pkg/api/resource"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// Pod annotations that size the pod's /dev/shm. CRI has no field for it; Docker gives every
+// shareable IPC namespace a 64 MiB tmpfs unless told otherwise. CRI-O's key is read too, so
+// that pods written for CRI-O keep their size.
+const (
+	shmSizeAnnotation     = "io.cri-dockerd.shm-size"
+	crioShmSizeAnnotation = "io.kubernetes.cri-o.ShmSize"
+)
+
+// sandboxShmSize is the /dev/shm size in bytes that the pod's annotations ask for; 0 keeps
+// Docker's default. Ours wins over CRI-O's when both are set.
+func sandboxShmSize(cfg *runtimeapi.PodSandboxConfig) (int64, error) {
+	for _, key := range []string{shmSizeAnnotation, crioShmSizeAnnotation} {
+		value, set := cfg.GetAnnotations()[key]
+		if !set {
+			continue
+		}
+		q, err := resource.ParseQuantity(value)
+		if err != nil || q.Sign() <= 0 || q.Value() < 4096 {
+			return 0, invalidf("pod annotation %s=%q: want a size of at least 4Ki, such as 128Mi or 1Gi", key, value)
+		}
+		return q.Value(), nil
+	}
+	return 0, nil
+}

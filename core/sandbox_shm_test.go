@@ -1,0 +1,60 @@
+package core
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-dockerd/cri-dockerd/libdocker"
+)
+
+func TestShmSizeFromPodAnnotations(t *testing.T) {
+	fake := libdocker.NewFake()
+	s := newTestService(t, fake, Options{})
+	for _, tc := range []struct {
+		annotations map[string]string
+		hostIPC     bool
+		want        int64
+	}{
+		{nil, false, 0},
+		{map[string]string{shmSizeAnnotation: "256Mi"}, false, 256 << 20},
+		{map[string]string{crioShmSizeAnnotation: "1G"}, false, 1000000000},
+		{map[string]string{shmSizeAnnotation: "128Mi", crioShmSizeAnnotation: "1Gi"}, false, 128 << 20},
+		{map[string]string{shmSizeAnnotation: "256Mi"}, true, 0},
+	} {
+		cfg := sandboxConfig("shm" + randomSuffix())
+		cfg.Annotations = tc.annotations
+		if tc.hostIPC {
+			cfg.Linux = &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
+				NamespaceOptions: &runtimeapi.NamespaceOption{Ipc: runtimeapi.NamespaceMode_NODE}}}
+		}
+		resp, err := s.RunPodSandbox(context.Background(), &runtimeapi.RunPodSandboxRequest{Config: cfg})
+		if err != nil {
+			t.Fatalf("%v: %v", tc.annotations, err)
+		}
+		c, err := fake.InspectContainer(context.Background(), resp.PodSandboxId)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.HostConfig.ShmSize != tc.want {
+			t.Errorf("%v host IPC %v: ShmSize %d, want %d", tc.annotations, tc.hostIPC, c.HostConfig.ShmSize, tc.want)
+		}
+	}
+
+	before := fake.Calls("CreateContainer")
+	for _, bad := range []string{"lots", "-1Mi", "0", "1"} {
+		cfg := sandboxConfig("shm" + randomSuffix())
+		cfg.Annotations = map[string]string{shmSizeAnnotation: bad}
+		_, err := s.RunPodSandbox(context.Background(), &runtimeapi.RunPodSandboxRequest{Config: cfg})
+		wantCode(t, err, codes.InvalidArgument)
+		if err != nil && !strings.Contains(err.Error(), shmSizeAnnotation) {
+			t.Errorf("%q: error %v does not name the annotation", bad, err)
+		}
+	}
+	if n := fake.Calls("CreateContainer") - before; n != 0 {
+		t.Errorf("invalid shm sizes created %d containers", n)
+	}
+}
