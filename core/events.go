@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"sync"
 	"time"
@@ -23,7 +24,10 @@ import (
 // (container create, start, die, destroy of our containers and sandboxes) and fans each event
 // out, with the pod's sandbox status and container statuses, to every GetContainerEvents
 // stream. When the stream breaks (dockerd restarted) it reconnects with backoff and relists:
-// every change it missed becomes an event, so no state is lost.
+// every change it missed becomes an event, so no state is lost. An event whose statuses cannot
+// be gathered (Docker went away between its event and our inspect, e.g. the die events dockerd
+// sends while it shuts down) is not sent half empty: it is kept as unsent, the watcher
+// reconnects, and the relist sends it with the statuses of then.
 const (
 	// eventBuffer is how many events a slow GetContainerEvents stream may fall behind before
 	// it is ended (the kubelet reconnects and relists).
@@ -41,6 +45,11 @@ type knownContainer struct {
 	sandboxID string // the pod's sandbox (the container itself for a sandbox)
 }
 
+type unsentEvent struct {
+	typ runtimeapi.ContainerEventType
+	k   knownContainer
+}
+
 type eventSub struct {
 	ch       chan *runtimeapi.ContainerEventResponse
 	overflow bool
@@ -56,8 +65,11 @@ type eventBroker struct {
 	// sandboxStatus is the last status sent for each sandbox: the kubelet needs it in the
 	// sandbox's deletion event, when Docker can no longer tell.
 	sandboxStatus map[string]*runtimeapi.PodSandboxStatus
-	started       bool
-	closed        bool
+	// unsent is the last event of each container or sandbox that could not be built; the next
+	// relist sends it unless the state it finds reports the container anyway.
+	unsent  map[string]unsentEvent
+	started bool
+	closed  bool
 	// ready is closed once the watcher follows Docker's stream and knows the current state.
 	ready chan struct{}
 	stop  chan struct{}
@@ -68,7 +80,8 @@ func newEventBroker(s *Service) *eventBroker {
 	return &eventBroker{
 		s: s, buffer: eventBuffer,
 		subs: map[*eventSub]struct{}{}, known: map[string]knownContainer{}, sandboxStatus: map[string]*runtimeapi.PodSandboxStatus{},
-		ready: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{}),
+		unsent: map[string]unsentEvent{},
+		ready:  make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 }
 
@@ -201,7 +214,7 @@ func (b *eventBroker) run() {
 			return
 		default:
 		}
-		log.Warnf("Docker's event stream ended (%v); reconnecting in %s", err, backoff)
+		log.Warnf("stopped following Docker's events (%v); reconnecting and relisting in %s", err, backoff)
 		select {
 		case <-b.stop:
 			return
@@ -216,7 +229,9 @@ func (b *eventBroker) follow(ctx context.Context, msgs <-chan events.Message, er
 	for {
 		select {
 		case m := <-msgs:
-			b.handle(ctx, m)
+			if err := b.handle(ctx, m); err != nil {
+				return err // resync: the relist sends it
+			}
 		case err, ok := <-errs:
 			if !ok {
 				return context.Canceled
@@ -228,12 +243,13 @@ func (b *eventBroker) follow(ctx context.Context, msgs <-chan events.Message, er
 	}
 }
 
-// handle turns one Docker event into a CRI event when it changes what the watcher knew.
-func (b *eventBroker) handle(ctx context.Context, m events.Message) {
+// handle turns one Docker event into a CRI event when it changes what the watcher knew. It
+// fails when the event could not be built; the event is then left to the next relist.
+func (b *eventBroker) handle(ctx context.Context, m events.Message) error {
 	attrs := m.Actor.Attributes
 	kind := attrs[containerTypeLabel]
 	if kind != containerTypeSandbox && kind != containerTypeContainer {
-		return
+		return nil
 	}
 	k := knownContainer{sandbox: kind == containerTypeSandbox, sandboxID: attrs[sandboxIDLabel]}
 	if k.sandbox {
@@ -250,7 +266,7 @@ func (b *eventBroker) handle(ctx context.Context, m events.Message) {
 	case events.ActionDestroy:
 		typ = runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT
 	default:
-		return
+		return nil
 	}
 	at := time.Unix(0, m.TimeNano)
 	if m.TimeNano == 0 {
@@ -265,9 +281,22 @@ func (b *eventBroker) handle(ctx context.Context, m events.Message) {
 	}
 	b.mu.Unlock()
 	if seen && typ != runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT && old.state == k.state {
-		return // already reported, by a relist
+		return nil // already reported, by a relist
 	}
-	b.publish(ctx, m.Actor.ID, typ, k, at, attrs)
+	return b.send(ctx, m.Actor.ID, typ, k, at, attrs)
+}
+
+// send publishes an event; one that cannot be built is kept for the next relist.
+func (b *eventBroker) send(ctx context.Context, id string, typ runtimeapi.ContainerEventType, k knownContainer, at time.Time, attrs map[string]string) error {
+	err := b.publish(ctx, id, typ, k, at, attrs)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err != nil {
+		b.unsent[id] = unsentEvent{typ: typ, k: k}
+		return fmt.Errorf("%v event of %.12s not sent, left to the next relist: %w", typ, id, err)
+	}
+	delete(b.unsent, id)
+	return nil
 }
 
 // relist compares Docker's containers with what the watcher knew and, when report is set,
@@ -292,20 +321,31 @@ func (b *eventBroker) relist(ctx context.Context, report bool) error {
 	b.mu.Lock()
 	before := b.known
 	b.known = now
+	unsent := b.unsent
+	b.unsent = map[string]unsentEvent{}
 	b.mu.Unlock()
 	if !report {
 		return nil
 	}
-	at := time.Now()
-	// Containers before their sandboxes go away, sandboxes before their containers appear.
-	for id, old := range before {
-		if _, ok := now[id]; !ok && !old.sandbox {
-			b.publish(ctx, id, runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT, old, at, nil)
-		}
+	type event struct {
+		id  string
+		typ runtimeapi.ContainerEventType
+		k   knownContainer
 	}
-	for id, old := range before {
-		if _, ok := now[id]; !ok && old.sandbox {
-			b.publish(ctx, id, runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT, old, at, nil)
+	var todo []event
+	// Containers before their sandboxes go away, sandboxes before their containers appear.
+	for _, sandboxes := range []bool{false, true} {
+		for id, old := range before {
+			if _, ok := now[id]; !ok && old.sandbox == sandboxes {
+				todo = append(todo, event{id, runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT, old})
+			}
+		}
+		// Deleted after an event that was not sent (a destroy, or anything before it).
+		for id, u := range unsent {
+			_, wasKnown := before[id]
+			if _, ok := now[id]; !ok && !wasKnown && u.k.sandbox == sandboxes {
+				todo = append(todo, event{id, runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT, u.k})
+			}
 		}
 	}
 	for _, sandboxes := range []bool{true, false} {
@@ -315,43 +355,71 @@ func (b *eventBroker) relist(ctx context.Context, report bool) error {
 			}
 			old, ok := before[id]
 			if !ok {
-				b.publish(ctx, id, runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT, k, at, nil)
+				todo = append(todo, event{id, runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT, k})
 			}
 			if ok && old.state == k.state {
+				// No change since the last event; unless that event was never sent.
+				if u, ok := unsent[id]; ok {
+					todo = append(todo, event{id, u.typ, k})
+				}
 				continue
 			}
 			switch k.state {
 			case runtimeapi.ContainerState_CONTAINER_RUNNING:
-				b.publish(ctx, id, runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT, k, at, nil)
+				todo = append(todo, event{id, runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT, k})
 			case runtimeapi.ContainerState_CONTAINER_EXITED:
-				b.publish(ctx, id, runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT, k, at, nil)
+				todo = append(todo, event{id, runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT, k})
 			}
+		}
+	}
+	at := time.Now()
+	for i, ev := range todo {
+		if err := b.publish(ctx, ev.id, ev.typ, ev.k, at, nil); err != nil {
+			// This one and those after it go to the next relist.
+			b.mu.Lock()
+			for _, ev := range todo[i:] {
+				b.unsent[ev.id] = unsentEvent{typ: ev.typ, k: ev.k}
+			}
+			b.mu.Unlock()
+			return fmt.Errorf("relist: %v event of %.12s not sent: %w", ev.typ, ev.id, err)
 		}
 	}
 	return nil
 }
 
 // publish sends an event, with its pod's sandbox status and container statuses, to every
-// stream; a stream that cannot take it is ended.
-func (b *eventBroker) publish(ctx context.Context, id string, typ runtimeapi.ContainerEventType, k knownContainer, at time.Time, attrs map[string]string) {
+// stream; a stream that cannot take it is ended. It fails, and sends nothing, when Docker could
+// not tell the statuses: the kubelet takes an event's statuses as the pod's whole state, so a
+// half-empty event would make it believe the pod lost its containers.
+func (b *eventBroker) publish(ctx context.Context, id string, typ runtimeapi.ContainerEventType, k knownContainer, at time.Time, attrs map[string]string) error {
 	if b.subscribers() == 0 {
 		if typ == runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT && k.sandbox {
 			b.mu.Lock()
 			delete(b.sandboxStatus, id)
 			b.mu.Unlock()
 		}
-		return
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, eventBuildTimeout)
 	defer cancel()
 	ev := &runtimeapi.ContainerEventResponse{ContainerId: id, ContainerEventType: typ, CreatedAt: at.UnixNano()}
-	ev.PodSandboxStatus = b.sandboxStatusOf(ctx, k.sandboxID, attrs, id == k.sandboxID)
+	var err error
+	if ev.PodSandboxStatus, err = b.sandboxStatusOf(ctx, k.sandboxID, attrs, id == k.sandboxID); err != nil {
+		return err
+	}
 	if k.sandboxID != "" {
-		if list, err := b.s.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{PodSandboxId: k.sandboxID}}); err == nil {
-			for _, c := range list.Containers {
-				if st, err := b.s.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: c.Id}); err == nil {
-					ev.ContainersStatuses = append(ev.ContainersStatuses, st.Status)
-				}
+		list, err := b.s.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{PodSandboxId: k.sandboxID}})
+		if err != nil {
+			return err
+		}
+		for _, c := range list.Containers {
+			st, err := b.s.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: c.Id})
+			switch {
+			case err == nil:
+				ev.ContainersStatuses = append(ev.ContainersStatuses, st.Status)
+			case !dockerUnreachable(err): // removed since the list, say: not the pod's any more
+			default:
+				return err
 			}
 		}
 	}
@@ -369,20 +437,25 @@ func (b *eventBroker) publish(ctx context.Context, id string, typ runtimeapi.Con
 			close(sub.ch)
 		}
 	}
+	return nil
 }
 
 // sandboxStatusOf is the sandbox's current status, or, once Docker has forgotten it, the last
-// one sent (or one made from the deleted sandbox's name and labels), marked not ready.
-func (b *eventBroker) sandboxStatusOf(ctx context.Context, sandboxID string, attrs map[string]string, self bool) *runtimeapi.PodSandboxStatus {
+// one sent (or one made from the deleted sandbox's name and labels), marked not ready. It fails
+// when Docker could not be asked.
+func (b *eventBroker) sandboxStatusOf(ctx context.Context, sandboxID string, attrs map[string]string, self bool) (*runtimeapi.PodSandboxStatus, error) {
 	if sandboxID == "" {
-		return nil
+		return nil, nil
 	}
 	resp, err := b.s.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: sandboxID})
 	if err == nil {
 		b.mu.Lock()
 		b.sandboxStatus[sandboxID] = resp.Status
 		b.mu.Unlock()
-		return resp.Status
+		return resp.Status, nil
+	}
+	if dockerUnreachable(err) {
+		return nil, err
 	}
 	b.mu.Lock()
 	last := b.sandboxStatus[sandboxID]
@@ -397,9 +470,19 @@ func (b *eventBroker) sandboxStatusOf(ctx context.Context, sandboxID string, att
 		}
 	}
 	if last == nil {
-		return nil
+		return nil, nil
 	}
 	gone := proto.Clone(last).(*runtimeapi.PodSandboxStatus)
 	gone.State = runtimeapi.PodSandboxState_SANDBOX_NOTREADY
-	return gone
+	return gone, nil
+}
+
+// dockerUnreachable tells a failure to ask Docker (down, restarting, timing out), which a later
+// try may not meet, from an answer (not found, a container we cannot parse).
+func dockerUnreachable(err error) bool {
+	switch status.Code(err) {
+	case codes.OK, codes.NotFound, codes.Internal, codes.InvalidArgument, codes.FailedPrecondition:
+		return false
+	}
+	return true
 }

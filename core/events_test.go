@@ -202,6 +202,64 @@ func TestContainerEventsAfterDockerRestartReportWhatWasMissed(t *testing.T) {
 	noMoreEvents(t, st)
 }
 
+// dockerd sends die events while it shuts down, when it may no longer answer the inspects an
+// event's statuses come from. Such an event is not sent half empty (the kubelet takes an event's
+// statuses as the pod's whole state: it would believe the pod lost its containers); the relist
+// after the reconnect sends it with the statuses.
+func TestContainerEventsDockerCannotDescribeAreSentByTheRelist(t *testing.T) {
+	fake := libdocker.NewFake()
+	s := newTestService(t, fake, Options{})
+	t.Cleanup(s.Close)
+	ctx := context.Background()
+	podID, podCfg := runPod(t, s, "going", "")
+	running := createContainer(t, s, podID, podCfg, "running")
+	if _, err := s.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: running}); err != nil {
+		t.Fatal(err)
+	}
+	doomed := createContainer(t, s, podID, podCfg, "doomed")
+	st, _, _ := openEvents(t, s)
+
+	away := errors.New("Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?")
+	fake.InjectPersistentError("InspectContainer", away)
+	fake.InjectPersistentError("ListContainers", away)
+	if err := fake.ExitContainer(running, 137); err != nil { // its die event comes, its statuses cannot
+		t.Fatal(err)
+	}
+	if err := fake.RemoveContainer(ctx, doomed, containerRemoveOptions()); err != nil {
+		t.Fatal(err)
+	}
+	noMoreEvents(t, st)
+	fake.InjectPersistentError("InspectContainer", nil)
+	fake.InjectPersistentError("ListContainers", nil)
+
+	got := map[string]*runtimeapi.ContainerEventResponse{}
+	for range 2 {
+		select {
+		case ev := <-st.events:
+			got[ev.ContainerId] = ev
+		case <-time.After(10 * time.Second):
+			t.Fatalf("events after Docker answered again: %v", got)
+		}
+	}
+	if ev := got[running]; ev.GetContainerEventType() != runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT {
+		t.Errorf("event of the container that exited: %v", ev)
+	} else if ev.PodSandboxStatus.GetId() != podID || ev.PodSandboxStatus.State != runtimeapi.PodSandboxState_SANDBOX_READY ||
+		len(ev.ContainersStatuses) != 1 || ev.ContainersStatuses[0].Id != running || ev.ContainersStatuses[0].ExitCode != 137 {
+		t.Errorf("stopped event: sandbox %v, containers %v", ev.PodSandboxStatus, ev.ContainersStatuses)
+	}
+	if ev := got[doomed]; ev.GetContainerEventType() != runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT {
+		t.Errorf("event of the removed container: %v", ev)
+	} else if ev.PodSandboxStatus.GetId() != podID || len(ev.ContainersStatuses) != 1 {
+		t.Errorf("deleted event: sandbox %v, containers %v", ev.PodSandboxStatus, ev.ContainersStatuses)
+	}
+	noMoreEvents(t, st)
+	// And the stream goes on.
+	if _, err := s.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: running}); err != nil {
+		t.Fatal(err)
+	}
+	nextEvent(t, st, running, runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT)
+}
+
 func TestSlowEventStreamIsEndedAndOthersGoOn(t *testing.T) {
 	fake := libdocker.NewFake()
 	s := newTestService(t, fake, Options{})
