@@ -8,8 +8,6 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/strslice"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -43,10 +41,16 @@ func (s *Service) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 		return nil, err
 	}
 	name := makeContainerName(sandboxCfg.Metadata, cfg.Metadata)
+	vols, err := s.imageVolumes.prepare(ctx, name, cfg.Mounts, containerCfg, hostCfg)
+	if err != nil {
+		return nil, err
+	}
 	id, err := s.createContainer(ctx, name, containerCfg, hostCfg)
 	if err != nil {
+		vols.release()
 		return nil, s.runtimeFailure(ctx, err, fmt.Sprintf("create container %q", name), rt)
 	}
+	vols.commit(id)
 	return &runtimeapi.CreateContainerResponse{ContainerId: id}, nil
 }
 
@@ -68,7 +72,10 @@ func validateContainerConfig(cfg *runtimeapi.ContainerConfig) error {
 	}
 	for _, m := range cfg.Mounts {
 		if m.GetImage().GetImage() != "" {
-			return status.Errorf(codes.Unimplemented, "mount of image %q at %q: image volumes are not supported yet", m.Image.Image, m.ContainerPath)
+			if err := validateImageVolumeMount(m); err != nil {
+				return err
+			}
+			continue
 		}
 		if m.ContainerPath == "" || !filepath.IsAbs(m.ContainerPath) {
 			return invalidf("mount %q -> %q: container_path must be an absolute path", m.HostPath, m.ContainerPath)
@@ -139,6 +146,9 @@ func (s *Service) containerDockerConfig(ctx context.Context, sandboxID string, r
 func binds(mounts []*runtimeapi.Mount) []string {
 	out := make([]string, 0, len(mounts))
 	for _, m := range mounts {
+		if m.GetImage().GetImage() != "" {
+			continue // image volumes: see image_volume.go
+		}
 		var opts []string
 		if m.Readonly {
 			opts = append(opts, "ro")

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-dockerd/cri-dockerd/libdocker"
@@ -17,6 +19,9 @@ func (s *Service) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 	id := req.GetContainerId()
 	if id == "" {
 		return nil, invalidf("container_id is required")
+	}
+	if err := s.imageVolumes.ensureMounted(ctx, id); err != nil {
+		return nil, err
 	}
 	err := s.docker.StartContainer(ctx, id)
 	if err == nil {
@@ -64,6 +69,9 @@ func (s *Service) RemoveContainer(ctx context.Context, req *runtimeapi.RemoveCon
 	}
 	if err := s.removeContainer(ctx, id); err != nil {
 		return nil, dockerError(err, "remove container %q", id)
+	}
+	if err := s.imageVolumes.releaseContainer(id); err != nil {
+		return nil, status.Errorf(codes.Internal, "remove container %q: %v", id, err)
 	}
 	return &runtimeapi.RemoveContainerResponse{}, nil
 }

@@ -55,7 +55,7 @@ func (s *Service) ContainerStatus(ctx context.Context, req *runtimeapi.Container
 		ImageId:     c.Image,
 		Labels:      labels,
 		Annotations: annotations,
-		Mounts:      criMounts(c.Mounts),
+		Mounts:      imageVolumeCRIMounts(criMounts(c.Mounts), c.Config.Labels),
 		LogPath:     c.Config.Labels[containerLogPathLabel],
 	}
 	if state := c.State; state != nil {

@@ -8,6 +8,8 @@ import (
 
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/registry"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-dockerd/cri-dockerd/libdocker"
@@ -156,6 +158,9 @@ func (s *Service) RemoveImage(ctx context.Context, req *runtimeapi.RemoveImageRe
 	}
 	if err != nil {
 		return nil, dockerError(err, "inspect image %q", ref)
+	}
+	if users := s.imageVolumes.usersOf(ctx, img.ID); len(users) > 0 {
+		return nil, status.Errorf(codes.FailedPrecondition, "image %q (%s) is mounted as an image volume by container %s: remove the container first", ref, img.ID, strings.Join(users, ", "))
 	}
 	// Untag each name first: Docker refuses to remove an ID with several tags without force,
 	// and force would also remove an image a container still uses.

@@ -52,6 +52,9 @@ type Options struct {
 	Streaming StreamingServer
 	// Logger defaults to logrus' standard logger.
 	Logger *logrus.Logger
+
+	// imageVolumeMounter replaces mount(2) for image volumes in tests.
+	imageVolumeMounter layerMounter
 }
 
 // StreamingServer hands out the URLs of streaming sessions (k8s.io/cri-streaming's Server).
@@ -90,6 +93,9 @@ type Service struct {
 	stats *statsCollector
 	// events follows Docker's events for GetContainerEvents (events.go).
 	events *eventBroker
+	// imageVolumes knows which containers mount which images (image_volume.go); rebuilt from
+	// container labels at start.
+	imageVolumes *imageVolumes
 }
 
 // New builds the service and rebuilds its in-memory state from Docker. It fails when Docker
@@ -135,15 +141,24 @@ func New(ctx context.Context, docker libdocker.Client, opts Options) (*Service, 
 		return nil, fmt.Errorf("rebuild sandbox index from docker: %w", err)
 	}
 	s.cleanUpOrphanNetworks(ctx)
+	s.imageVolumes = newImageVolumes(docker, s.log, opts.RootDirectory)
+	if opts.imageVolumeMounter != nil {
+		s.imageVolumes.mounter = opts.imageVolumeMounter
+	}
+	if err := s.imageVolumes.start(ctx); err != nil {
+		return nil, fmt.Errorf("rebuild image volume index from docker: %w", err)
+	}
 	logState := ""
 	if opts.RootDirectory != "" {
 		logState = filepath.Join(opts.RootDirectory, "containerlogs")
 	}
 	if s.logs, err = containerlog.NewManager(docker, logState, s.log); err != nil {
+		s.imageVolumes.close()
 		return nil, err
 	}
 	if err := s.followExistingLogs(ctx); err != nil {
 		s.logs.Close()
+		s.imageVolumes.close()
 		return nil, fmt.Errorf("resume container logs: %w", err)
 	}
 	return s, nil
@@ -154,4 +169,5 @@ func (s *Service) Close() {
 	s.events.close()
 	s.stats.close()
 	s.logs.Close()
+	s.imageVolumes.close()
 }

@@ -825,6 +825,10 @@ func (f *Fake) CreateContainer(ctx context.Context, name string, cfg *container.
 	if len(config.Entrypoint) == 0 && len(config.Cmd) == 0 {
 		return "", dErr(cerrdefs.ErrInvalidArgument, "No command specified")
 	}
+	mounts, err := f.mountPoints(&hostConfig)
+	if err != nil {
+		return "", err
+	}
 	id := randomID()
 	if name == "" {
 		name = "fake_" + id[:12]
@@ -852,7 +856,7 @@ func (f *Fake) CreateContainer(ctx context.Context, name string, cfg *container.
 			},
 		},
 		Config:          &config,
-		Mounts:          []container.MountPoint{},
+		Mounts:          mounts,
 		NetworkSettings: &container.NetworkSettings{},
 	}}
 	f.emit(f.containers[id], events.ActionCreate, nil)
