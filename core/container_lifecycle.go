@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-dockerd/cri-dockerd/libdocker"
@@ -69,9 +67,6 @@ func (s *Service) RemoveContainer(ctx context.Context, req *runtimeapi.RemoveCon
 	}
 	if err := s.removeContainer(ctx, id); err != nil {
 		return nil, dockerError(err, "remove container %q", id)
-	}
-	if err := s.imageVolumes.releaseContainer(id); err != nil {
-		return nil, status.Errorf(codes.Internal, "remove container %q: %v", id, err)
 	}
 	return &runtimeapi.RemoveContainerResponse{}, nil
 }

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-dockerd/cri-dockerd/libdocker"
@@ -127,6 +129,11 @@ func (s *Service) removeContainer(ctx context.Context, id string) error {
 	}
 	if err == nil || libdocker.IsNotFound(err) {
 		s.logs.Forget(id)
+		// Image volumes are our mounts: release them also when the pod's removal removes
+		// the container.
+		if err := s.imageVolumes.releaseContainer(id); err != nil {
+			return status.Errorf(codes.Internal, "release the image volumes of container %q: %v", id, err)
+		}
 		return nil
 	}
 	return err
