@@ -175,7 +175,9 @@ if ! registry_up; then
     log "port 443 is taken by another program:"; ss -Hltnp "sport = :443" >&2; exit 1
   fi
   log "starting docker-registry on $ADDR (log: $REG/registry.log)"
-  setsid nohup /usr/bin/docker-registry serve "$REG/config.yml" </dev/null >>"$REG/registry.log" 2>&1 &
+  # It outlives this run: close the lock descriptors of run.sh (9) and build-k8s.sh (8), or it
+  # would hold the critest lock, and every later run would wait for it.
+  setsid nohup /usr/bin/docker-registry serve "$REG/config.yml" </dev/null >>"$REG/registry.log" 2>&1 8>&- 9>&- &
   echo $! >"$REG/registry.pid"
   for _ in $(seq 1 100); do registry_up && break; sleep 0.1; done
   registry_up || { log "the registry did not answer within 10 s:"; tail -20 "$REG/registry.log" >&2; exit 1; }
