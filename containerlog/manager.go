@@ -79,6 +79,11 @@ func (m *Manager) Follow(id, path string, tty bool) {
 	if f, ok := m.followers[id]; ok && !f.finished() {
 		return
 	}
+	// The file exists when Follow returns, before any output: the kubelet (and critest) open
+	// it as soon as StartContainer answers.
+	if err := createFile(path); err != nil {
+		m.log.WithField("container", id).Warnf("create log file: %v", err)
+	}
 	ctx, cancel := context.WithCancel(m.ctx)
 	f := &follower{m: m, id: id, path: path, tty: tty, cancel: cancel, done: make(chan struct{})}
 	m.followers[id] = f
@@ -144,3 +149,15 @@ func (m *Manager) recordPath(id string) string {
 // retryDelay spaces reconnects when Docker's stream ends while the container still runs
 // (e.g. dockerd restarted).
 const retryDelay = time.Second
+
+// createFile creates path, and its directory, unless it exists; it never truncates.
+func createFile(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}

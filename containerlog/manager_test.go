@@ -236,3 +236,18 @@ func TestFilePositionCountsTrailingLinesWithTheSameTime(t *testing.T) {
 		t.Errorf("position %+v, want time .000000002 and count 2 (the torn line does not count)", p)
 	}
 }
+
+// The kubelet opens the log file as soon as StartContainer answers, before any output.
+func TestLogFileExistsWhenFollowReturns(t *testing.T) {
+	fake := libdocker.NewFake()
+	m := newManager(t, fake, t.TempDir())
+	dir := t.TempDir()
+	for i := range 50 {
+		id := runningContainer(t, fake, false)
+		path := filepath.Join(dir, fmt.Sprintf("pod-%d", i), "c.log")
+		m.Follow(id, path, false)
+		if _, err := os.Stat(path); err != nil {
+			t.Fatalf("right after Follow: %v", err)
+		}
+	}
+}
