@@ -4,6 +4,7 @@ package integration
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -385,4 +386,80 @@ func TestUpdateContainerResourcesLive(t *testing.T) {
 	}
 	_, err = d.Runtime.UpdateContainerResources(t.Context(), &runtimeapi.UpdateContainerResourcesRequest{ContainerId: "0123456789ab0123", Linux: &runtimeapi.LinuxContainerResources{CpuShares: 2}})
 	wantCode(t, err, codes.NotFound)
+}
+
+// TestMountPropagation checks the three propagation modes on a real mount: a mount made on the
+// host after the start reaches rslave and rshared binds but not a private one, and a mount made
+// inside a container with an rshared bind reaches the host. (critest's propagation specs need a
+// privileged container, which this VM cannot run; CAP_SYS_ADMIN is enough here.)
+func TestMountPropagation(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "prop")
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v: %s", args, err, out)
+		}
+	}
+	// rslave and rshared need a shared source mount: make one of its own.
+	run("mount", "--bind", src, src)
+	t.Cleanup(func() { exec.Command("umount", "-R", "-l", src).Run() })
+	run("mount", "--make-rshared", src)
+
+	d := StartDaemon(t, "--network-plugin=")
+	podCfg := newPodConfig(t, "propagation")
+	sandboxID := runPod(t, d, podCfg, "")
+	ids := map[runtimeapi.MountPropagation]string{}
+	for _, p := range []runtimeapi.MountPropagation{runtimeapi.MountPropagation_PROPAGATION_PRIVATE, runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER, runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL} {
+		cfg := containerConfig(strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(p.String(), "PROPAGATION_")), "_", "-"), sleeper)
+		cfg.Mounts = []*runtimeapi.Mount{{HostPath: src, ContainerPath: "/mnt/prop", Propagation: p}}
+		if p == runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL {
+			cfg.Linux.SecurityContext.Capabilities = &runtimeapi.Capability{AddCapabilities: []string{"SYS_ADMIN"}}
+		}
+		ids[p] = createContainer(t, d, sandboxID, podCfg, cfg)
+		startContainer(t, d, ids[p])
+	}
+	c, err := suite.docker.ContainerInspect(t.Context(), ids[runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Mounts) != 1 || c.Mounts[0].Propagation != "rslave" {
+		t.Errorf("host-to-container mount recorded as %+v, want rslave", c.Mounts)
+	}
+
+	// Host to container.
+	fromHost := filepath.Join(src, "from-host")
+	if err := os.Mkdir(fromHost, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run("mount", "-t", "tmpfs", "tmpfs", fromHost)
+	if err := os.WriteFile(filepath.Join(fromHost, "hello"), []byte("hi"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[runtimeapi.MountPropagation]bool{
+		runtimeapi.MountPropagation_PROPAGATION_PRIVATE:           false,
+		runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER: true,
+		runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL:     true,
+	} {
+		_, _, code := execIn(t, d, ids[p], "test", "-f", "/mnt/prop/from-host/hello")
+		if got := code == 0; got != want {
+			t.Errorf("%v: the host's later mount is visible: %v, want %v", p, got, want)
+		}
+	}
+
+	// Container to host, with rshared only.
+	if err := os.Mkdir(filepath.Join(src, "from-container"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, code := execIn(t, d, ids[runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL], "sh", "-c", "mount -t tmpfs tmpfs /mnt/prop/from-container && touch /mnt/prop/from-container/made-inside"); code != 0 {
+		t.Fatalf("mount inside the rshared container: exit %d: %s", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(src, "from-container", "made-inside")); err != nil {
+		t.Errorf("a mount made in the rshared container does not reach the host: %v", err)
+	}
+	if _, _, code := execIn(t, d, ids[runtimeapi.MountPropagation_PROPAGATION_PRIVATE], "test", "-f", "/mnt/prop/from-container/made-inside"); code == 0 {
+		t.Error("a mount made in the rshared container reached the private one")
+	}
 }
