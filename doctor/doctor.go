@@ -78,6 +78,7 @@ func Run(ctx context.Context, docker libdocker.Client, cfg *config.Config) []Che
 
 	checks = append(checks, runtimeChecks(info)...)
 	checks = append(checks, aliasChecks(info, api, cfg.RuntimeHandlerAliases)...)
+	checks = append(checks, privilegedChecks(info, cfg)...)
 
 	if _, err := docker.InspectImage(ctx, cfg.PodInfraContainerImage); err != nil {
 		if libdocker.IsNotFound(err) {
@@ -196,6 +197,23 @@ func aliasChecks(info system.Info, api string, aliases map[string]string) []Chec
 		default:
 			check.Status = Fail
 			check.Detail += `: Docker does not know it; add it to "runtimes" in /etc/docker/daemon.json and reload dockerd`
+		}
+		out = append(out, check)
+	}
+	return out
+}
+
+// privilegedChecks catches a --privileged-without-host-devices entry that names no handler
+// this node serves (a typo would leave Docker's privileged mode, host devices and all).
+func privilegedChecks(info system.Info, cfg *config.Config) []Check {
+	var out []Check
+	for _, name := range cfg.PrivilegedWithoutHostDevices {
+		check := Check{Name: "privileged " + name, Status: OK, Detail: "privileged containers of this handler get no host devices"}
+		_, aliased := cfg.RuntimeHandlerAliases[name]
+		_, runtime := info.Runtimes[name]
+		if !aliased && !runtime && name != cfg.DefaultRuntimeHandler {
+			check.Status = Warn
+			check.Detail = fmt.Sprintf("--privileged-without-host-devices names %q, which is neither a --runtime-handler alias, a Docker runtime nor %q (Docker's default): no pod can use it", name, cfg.DefaultRuntimeHandler)
 		}
 		out = append(out, check)
 	}

@@ -39,18 +39,23 @@ func TestDoctorFindsBrokenRuntimesAndAliases(t *testing.T) {
 	cfg := config.Default()
 	cfg.ContainerRuntimeEndpoint = "unix://" + filepath.Join(dir, "cri.sock")
 	cfg.RuntimeHandlerAliases = map[string]string{"fine": "good", "spin": "io.containerd.spin.v2"}
+	cfg.PrivilegedWithoutHostDevices = []string{"fine", "good", "docker", "katta"}
 
 	checks := Run(context.Background(), fake, cfg)
 	for name, want := range map[string]string{
-		"runtime good":   "ok",
-		"runtime youki":  "is a directory",
-		"runtime gone":   "does not exist",
-		"runtime noexec": "is not executable",
-		"handler fine":   "ok",
-		"handler spin":   "Docker does not know it",
-		"docker":         "API 1.41",
-		"cri socket":     "does not exist",
-		"config":         "ok",
+		"runtime good":      "ok",
+		"runtime youki":     "is a directory",
+		"runtime gone":      "does not exist",
+		"runtime noexec":    "is not executable",
+		"handler fine":      "ok",
+		"handler spin":      "Docker does not know it",
+		"docker":            "API 1.41",
+		"cri socket":        "does not exist",
+		"config":            "ok",
+		"privileged fine":   "ok",
+		"privileged good":   "ok",
+		"privileged docker": "ok",
+		"privileged katta":  "no pod can use it",
 	} {
 		c := find(checks, name)
 		if want == "ok" {
