@@ -68,6 +68,8 @@ func (s *Service) PodSandboxStatus(ctx context.Context, req *runtimeapi.PodSandb
 	switch {
 	case c.HostConfig.NetworkMode.IsNone():
 		// Attached by the network plugin: its IPs are in the checkpoint, not in Docker.
+		// A running sandbox of upstream cri-dockerd gets its checkpoint first (sandbox_adopt.go).
+		s.adoptIfUpstream(ctx, c)
 		st.Network.Ip, st.Network.AdditionalIps = s.sandboxIPs(c.ID)
 	case !c.HostConfig.NetworkMode.IsHost():
 		st.Network.Ip, st.Network.AdditionalIps = podIPs(c)

@@ -29,9 +29,11 @@ func (s *Service) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSan
 	sandbox, err := s.inspectSandbox(ctx, id)
 	if err != nil {
 		if isNotFoundStatus(err) {
+			s.tearDownGoneUpstream(id)
 			if err := s.tearDownGoneSandbox(ctx, id); err != nil {
 				return nil, err
 			}
+			s.releaseUpstreamLeftovers(ctx, id, nil, "")
 			return &runtimeapi.StopPodSandboxResponse{}, nil
 		}
 		return nil, err
@@ -48,9 +50,11 @@ func (s *Service) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSan
 			return nil, dockerError(err, "stop container %q of pod sandbox %q", c.ID, id)
 		}
 	}
+	s.adoptForTearDown(ctx, sandbox)
 	if err := s.tearDownSandboxNetwork(ctx, sandbox.ID, netNSPath(sandbox)); err != nil {
 		return nil, err
 	}
+	s.releaseUpstreamLeftovers(ctx, sandbox.ID, sandbox.Config.Labels, netNSPath(sandbox))
 	if sandbox.State != nil && sandbox.State.Running {
 		if err := s.docker.StopContainer(ctx, sandbox.ID, sandboxStopTimeout); err != nil && !libdocker.IsNotFound(err) {
 			return nil, dockerError(err, "stop pod sandbox %q", id)
@@ -74,9 +78,12 @@ func (s *Service) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePo
 	sandbox, err := s.inspectSandbox(ctx, id)
 	if err != nil {
 		if isNotFoundStatus(err) {
+			s.tearDownGoneUpstream(id)
 			if err := s.tearDownGoneSandbox(ctx, id); err != nil {
 				return nil, err
 			}
+			s.releaseUpstreamLeftovers(ctx, id, nil, "")
+			s.removeUpstreamCheckpoint(id)
 			return &runtimeapi.RemovePodSandboxResponse{}, nil
 		}
 		return nil, err
@@ -91,12 +98,16 @@ func (s *Service) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePo
 		}
 	}
 	// A sandbox removed without a stop first still releases its network.
+	s.adoptForTearDown(ctx, sandbox)
 	if err := s.tearDownSandboxNetwork(ctx, sandbox.ID, netNSPath(sandbox)); err != nil {
 		return nil, err
 	}
+	s.releaseUpstreamLeftovers(ctx, sandbox.ID, sandbox.Config.Labels, netNSPath(sandbox))
 	if err := s.removeContainer(ctx, sandbox.ID); err != nil {
 		return nil, dockerError(err, "remove pod sandbox %q", id)
 	}
+	// Upstream cri-dockerd's checkpoint goes with its sandbox, as upstream removed it.
+	s.removeUpstreamCheckpoint(sandbox.ID)
 	s.sandboxes.remove(sandbox.ID)
 	return &runtimeapi.RemovePodSandboxResponse{}, nil
 }

@@ -96,6 +96,8 @@ type Service struct {
 	// imageVolumes knows which containers mount which images (image_volume.go); rebuilt from
 	// container labels at start.
 	imageVolumes *imageVolumes
+	// adoptions is the state of adopting upstream cri-dockerd's sandboxes (sandbox_adopt.go).
+	adoptions adoption
 }
 
 // New builds the service and rebuilds its in-memory state from Docker. It fails when Docker
@@ -140,7 +142,9 @@ func New(ctx context.Context, docker libdocker.Client, opts Options) (*Service, 
 	if err := s.sandboxes.rebuild(ctx, docker); err != nil {
 		return nil, fmt.Errorf("rebuild sandbox index from docker: %w", err)
 	}
+	s.adoptUpstreamSandboxes(ctx)
 	s.cleanUpOrphanNetworks(ctx)
+	s.removeGoneUpstreamCheckpoints(ctx)
 	s.imageVolumes = newImageVolumes(docker, s.log, opts.RootDirectory)
 	if opts.imageVolumeMounter != nil {
 		s.imageVolumes.mounter = opts.imageVolumeMounter
