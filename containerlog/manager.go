@@ -30,6 +30,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cri-dockerd/cri-dockerd/supervise"
 	"github.com/docker/docker/api/types/container"
 	"github.com/sirupsen/logrus"
 )
@@ -90,7 +91,9 @@ func (m *Manager) Follow(id, path string, tty bool) {
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
-		f.run(ctx)
+		// A follower that panicked has closed its file and is finished: the next Follow
+		// (StartContainer, a restart) starts a new one, which resumes where the file ends.
+		_ = supervise.Run(m.log.WithField("container", id), "log follower", func() { f.run(ctx) })
 	}()
 }
 

@@ -18,6 +18,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-dockerd/cri-dockerd/libdocker"
+	"github.com/cri-dockerd/cri-dockerd/supervise"
 )
 
 // Container events for the kubelet's Evented PLEG. One watcher follows Docker's event stream
@@ -196,8 +197,13 @@ func (b *eventBroker) run() {
 			filters.Arg("event", string(events.ActionCreate)), filters.Arg("event", string(events.ActionStart)),
 			filters.Arg("event", string(events.ActionDie)), filters.Arg("event", string(events.ActionDestroy)),
 		)})
-		err := b.relist(ctx, !first)
-		if err == nil {
+		var err error
+		// A panic in handling one event is a resync like a broken stream: the relist reports
+		// what was missed.
+		if perr := supervise.Run(log, "following Docker's events", func() {
+			if err = b.relist(ctx, !first); err != nil {
+				return
+			}
 			if first {
 				close(b.ready)
 				first = false
@@ -206,6 +212,8 @@ func (b *eventBroker) run() {
 			}
 			backoff = eventBackoffMin
 			err = b.follow(ctx, msgs, errs)
+		}); perr != nil {
+			err = perr
 		}
 		cancel()
 		<-stopped

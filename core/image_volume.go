@@ -42,6 +42,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-dockerd/cri-dockerd/libdocker"
+	"github.com/cri-dockerd/cri-dockerd/supervise"
 )
 
 const (
@@ -233,7 +234,7 @@ func (v *imageVolumes) reap() {
 		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		v.reapOnce(ctx)
+		_ = supervise.Run(v.log, "image volume reaper", func() { v.reapOnce(ctx) })
 		cancel()
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/cri-dockerd/cri-dockerd/libdocker"
+	"github.com/cri-dockerd/cri-dockerd/supervise"
 )
 
 // Stats collection: the kubelet asks for the stats of every container every few seconds, and
@@ -225,7 +226,13 @@ func (c *statsCollector) startRefreshLocked(id string, e *statsEntry) chan struc
 		defer close(ch)
 		ctx, cancel := context.WithTimeout(context.Background(), statsFetchTimeout)
 		defer cancel()
-		sample, newMeta, newFS, err := c.fetch(ctx, id, meta, fsu)
+		var sample *statsSample
+		var newMeta *containerMeta
+		var newFS *fsUsage
+		var err error
+		if perr := supervise.Run(c.log, "stats refresh of "+id, func() { sample, newMeta, newFS, err = c.fetch(ctx, id, meta, fsu) }); perr != nil {
+			err = perr
+		}
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		e.inflight = nil

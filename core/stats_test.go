@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -311,5 +312,30 @@ func TestWritableLayerIsMeasuredLikeDu(t *testing.T) {
 	}
 	if _, err := walkUsage(filepath.Join(dir, "missing")); err == nil {
 		t.Error("no error for a missing directory")
+	}
+}
+
+// panickyStats is a Docker client whose stats calls panic, as a bug in decoding would.
+type panickyStats struct{ *libdocker.Fake }
+
+func (panickyStats) ContainerStats(context.Context, string) (container.StatsResponse, error) {
+	panic("decoder bug")
+}
+
+// A panic in the background stats refresh fails that refresh, not the daemon.
+func TestPanicInStatsRefreshIsAnError(t *testing.T) {
+	fake := libdocker.NewFake()
+	s := newTestService(t, fake, Options{})
+	t.Cleanup(s.Close)
+	s.stats.docker = panickyStats{fake}
+	podID, podCfg := runPod(t, s, "panic", "")
+	id := startedContainer(t, s, podID, podCfg, "c")
+	_, err := s.ContainerStats(context.Background(), &runtimeapi.ContainerStatsRequest{ContainerId: id})
+	if err == nil || !strings.Contains(err.Error(), "panicked") {
+		t.Errorf("ContainerStats with a panicking refresh: %v, want an error saying it panicked", err)
+	}
+	// The service still answers.
+	if _, err := s.Version(context.Background(), &runtimeapi.VersionRequest{}); err != nil {
+		t.Errorf("Version after the panic: %v", err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/containernetworking/cni/pkg/invoke"
 	cnitypes "github.com/containernetworking/cni/pkg/types"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/cri-dockerd/cri-dockerd/supervise"
 	"github.com/fsnotify/fsnotify"
 	"github.com/sirupsen/logrus"
 )
@@ -162,13 +163,21 @@ func (c *CNI) watch() {
 	}
 }
 
-// reload reads the config directory and switches to the network it names.
+// reload reads the config directory and switches to the network it names. A panic in reading
+// a config leaves the current network as it is.
 func (c *CNI) reload() {
+	_ = supervise.Run(c.log, "reload of the CNI config", c.load)
+}
+
+func (c *CNI) load() {
 	n, why := loadNetwork(c.opts.ConfDir, c.opts.MTU)
-	c.mu.Lock()
-	changed := !n.same(c.current) || (n == nil && why != c.why)
-	c.current, c.why = n, why
-	c.mu.Unlock()
+	changed := func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock() // also on a panic: the network stays readable
+		changed := !n.same(c.current) || (n == nil && why != c.why)
+		c.current, c.why = n, why
+		return changed
+	}()
 	switch {
 	case !changed:
 	case n == nil:
