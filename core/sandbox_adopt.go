@@ -390,18 +390,7 @@ func (s *Service) adoptUpstreamSandboxes(ctx context.Context) {
 		}
 	}
 	// Upstream's checkpoints of sandboxes that are gone: their networks may still be up.
-	entries, _ := os.ReadDir(filepath.Join(s.opts.RootDirectory, upstreamCheckpointDir))
-	for _, e := range entries {
-		id := e.Name()
-		if !e.Type().IsRegular() || strings.HasPrefix(id, ".") {
-			continue
-		}
-		if _, ok := s.sandboxes.get(id); ok {
-			continue
-		}
-		if _, err := s.docker.InspectContainer(ctx, id); err == nil || !libdocker.IsNotFound(err) {
-			continue
-		}
+	for _, id := range s.goneUpstreamSandboxes(ctx) {
 		s.adoptGoneUpstream(id)
 	}
 	if adopted > 0 {
@@ -416,6 +405,20 @@ func (s *Service) removeGoneUpstreamCheckpoints(ctx context.Context) {
 	if s.opts.RootDirectory == "" || s.checkpoints == nil {
 		return
 	}
+	for _, id := range s.goneUpstreamSandboxes(ctx) {
+		if cp, err := s.checkpoints.get(id); cp != nil || err != nil {
+			continue // its DEL failed: retried at the next start
+		}
+		s.releaseUpstreamLeftovers(ctx, id, nil, "")
+		s.removeUpstreamCheckpoint(id)
+		s.log.WithField("id", id).Info("removed upstream cri-dockerd's checkpoint of a sandbox that Docker no longer has")
+	}
+}
+
+// goneUpstreamSandboxes lists the sandboxes that upstream cri-dockerd has a checkpoint of and
+// Docker no longer has.
+func (s *Service) goneUpstreamSandboxes(ctx context.Context) []string {
+	var gone []string
 	entries, _ := os.ReadDir(filepath.Join(s.opts.RootDirectory, upstreamCheckpointDir))
 	for _, e := range entries {
 		id := e.Name()
@@ -428,13 +431,9 @@ func (s *Service) removeGoneUpstreamCheckpoints(ctx context.Context) {
 		if _, err := s.docker.InspectContainer(ctx, id); err == nil || !libdocker.IsNotFound(err) {
 			continue
 		}
-		if cp, err := s.checkpoints.get(id); cp != nil || err != nil {
-			continue // its DEL failed: retried at the next start
-		}
-		s.releaseUpstreamLeftovers(ctx, id, nil, "")
-		s.removeUpstreamCheckpoint(id)
-		s.log.WithField("id", id).Info("removed upstream cri-dockerd's checkpoint of a sandbox that Docker no longer has")
+		gone = append(gone, id)
 	}
+	return gone
 }
 
 // tearDownGoneUpstream adopts, for StopPodSandbox or RemovePodSandbox of a sandbox Docker no
