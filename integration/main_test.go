@@ -37,7 +37,13 @@ func run(m *testing.M) int {
 	}
 	defer os.RemoveAll(binDir)
 	suite.binary = filepath.Join(binDir, "cri-dockerd")
-	build := exec.Command("go", "build", "-o", suite.binary, "./cmd/cri-dockerd")
+	args := []string{"build", "-o", suite.binary}
+	if os.Getenv("CRI_DOCKERD_RACE") == "1" {
+		// The race detector makes the daemon exit 66 at the end of a run that raced, which
+		// Daemon.Stop reports.
+		args = append(args, "-race")
+	}
+	build := exec.Command("go", append(args, "./cmd/cri-dockerd")...)
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
 		return fail("go build ./cmd/cri-dockerd: %v\n%s", err, out)
