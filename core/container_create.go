@@ -126,6 +126,11 @@ func (s *Service) containerDockerConfig(ctx context.Context, sandboxID string, r
 		Runtime: rt.DockerRuntime,
 		Binds:   binds(cfg.Mounts),
 	}
+	rro, err := s.recursiveReadOnlyMounts(cfg.Mounts)
+	if err != nil {
+		return nil, nil, err
+	}
+	hostCfg.Mounts = append(hostCfg.Mounts, rro...)
 	sandboxNS := sandboxCfg.GetLinux().GetSecurityContext().GetNamespaceOptions()
 	if err := s.applyNamespaces(ctx, hostCfg, sandboxID, sandboxNS, cfg.GetLinux().GetSecurityContext().GetNamespaceOptions()); err != nil {
 		return nil, nil, err
@@ -146,8 +151,8 @@ func (s *Service) containerDockerConfig(ctx context.Context, sandboxID string, r
 func binds(mounts []*runtimeapi.Mount) []string {
 	out := make([]string, 0, len(mounts))
 	for _, m := range mounts {
-		if m.GetImage().GetImage() != "" {
-			continue // image volumes: see image_volume.go
+		if m.GetImage().GetImage() != "" || m.RecursiveReadOnly {
+			continue // image volumes (image_volume.go) and recursive read-only mounts (container_mounts.go)
 		}
 		var opts []string
 		if m.Readonly {

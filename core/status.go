@@ -47,28 +47,35 @@ func (s *Service) Status(ctx context.Context, req *runtimeapi.StatusRequest) (*r
 }
 
 // runtimeHandlers lists "" (the default), the default handler name, every Docker runtime and
-// every alias. Docker cannot mount read-only recursively nor map user namespaces per pod.
+// every alias. Recursive read-only mounts are reported where Docker (25+), the kernel and the
+// runtime (runc) can make them; Docker cannot map user namespaces per pod.
 func (s *Service) runtimeHandlers(ctx context.Context) []*runtimeapi.RuntimeHandler {
-	names := map[string]bool{"": true}
+	// Each handler with the Docker runtime it selects ("" is Docker's default).
+	handlers := map[string]string{"": ""}
 	if s.opts.DefaultRuntimeHandler != "" {
-		names[s.opts.DefaultRuntimeHandler] = true
+		handlers[s.opts.DefaultRuntimeHandler] = ""
 	}
-	if info, err := s.runtimes.getFresh(ctx, s.opts.RuntimeInfoMaxAge); err == nil {
+	info, err := s.runtimes.getFresh(ctx, s.opts.RuntimeInfoMaxAge)
+	if err == nil {
 		for name := range info.Runtimes {
-			names[name] = true
+			handlers[name] = name
 		}
 	}
-	for name := range s.opts.RuntimeHandlerAliases {
-		names[name] = true
+	for name, rt := range s.opts.RuntimeHandlerAliases {
+		handlers[name] = rt
 	}
-	sorted := make([]string, 0, len(names))
-	for name := range names {
+	sorted := make([]string, 0, len(handlers))
+	for name := range handlers {
 		sorted = append(sorted, name)
 	}
 	sort.Strings(sorted)
 	out := make([]*runtimeapi.RuntimeHandler, 0, len(sorted))
 	for _, name := range sorted {
-		out = append(out, &runtimeapi.RuntimeHandler{Name: name, Features: &runtimeapi.RuntimeHandlerFeatures{}})
+		features := &runtimeapi.RuntimeHandlerFeatures{}
+		if info != nil {
+			features.RecursiveReadOnlyMounts = recursiveReadOnlySupported(info, handlers[name])
+		}
+		out = append(out, &runtimeapi.RuntimeHandler{Name: name, Features: features})
 	}
 	return out
 }

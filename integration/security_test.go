@@ -463,3 +463,38 @@ func TestMountPropagation(t *testing.T) {
 		t.Error("a mount made in the rshared container reached the private one")
 	}
 }
+
+// TestRecursiveReadOnlyMount: Docker 25 (API 1.44) makes a bind read-only with its submounts;
+// older engines, like this machine's 20.10, are refused with the reason, and Status says so.
+func TestRecursiveReadOnlyMount(t *testing.T) {
+	d := StartDaemon(t, "--network-plugin=")
+	podCfg := newPodConfig(t, "rro")
+	sandboxID := runPod(t, d, podCfg, "")
+	cfg := containerConfig("app", sleeper)
+	cfg.Mounts = []*runtimeapi.Mount{{HostPath: t.TempDir(), ContainerPath: "/data", Readonly: true, RecursiveReadOnly: true}}
+	st, err := d.Runtime.Status(t.Context(), &runtimeapi.StatusRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	supported := false
+	for _, h := range st.RuntimeHandlers {
+		if h.Name == "" {
+			supported = h.Features.GetRecursiveReadOnlyMounts()
+		}
+	}
+	resp, err := d.Runtime.CreateContainer(t.Context(), &runtimeapi.CreateContainerRequest{PodSandboxId: sandboxID, Config: cfg, SandboxConfig: podCfg})
+	if !supported {
+		wantCode(t, err, codes.Unimplemented, "Docker 25")
+		return
+	}
+	if err != nil {
+		t.Fatalf("recursive read-only mount where Status says it is supported: %v", err)
+	}
+	c, err := suite.docker.ContainerInspect(t.Context(), resp.ContainerId)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.HostConfig.Mounts) != 1 || c.HostConfig.Mounts[0].BindOptions == nil || !c.HostConfig.Mounts[0].BindOptions.ReadOnlyForceRecursive {
+		t.Errorf("mounts %+v, want a recursively read-only bind", c.HostConfig.Mounts)
+	}
+}
