@@ -405,7 +405,44 @@ else
   kubectl describe pod e2e-wrapped | tail -20 >&2 || true
 fi
 
-# 2b. the pod whose RuntimeClass handler Docker does not know
+# 2b. what the kubelet passes beyond a command: an image volume (ImageVolume is GA in 1.36) and
+# the /dev/shm size annotation
+t0=$(now)
+kubectl create -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Pod
+metadata:
+  name: e2e-spec
+  namespace: $NS
+  annotations: {io.cri-dockerd.shm-size: 96Mi}
+spec:
+  nodeName: $NODE
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: main
+    image: $BUSYBOX_IMAGE
+    imagePullPolicy: Never
+    command: [sh, -c, 'trap "exit 0" TERM; while true; do sleep 1; done']
+    volumeMounts: [{name: img, mountPath: /mnt/img}]
+  volumes:
+  - name: img
+    image: {reference: $BUSYBOX_IMAGE, pullPolicy: Never}
+EOF
+if wait_for 60 pod_running e2e-spec; then
+  echo "  pod e2e-spec: Running after $(since "$t0") s"
+  specout=$(timeout 60 "$KUBECTL" --kubeconfig "$RUN/kubeconfig" exec e2e-spec -- sh -c \
+    'test -x /mnt/img/bin/sh && echo img-ok; touch /mnt/img/x 2>/dev/null || echo ro-ok; grep " /dev/shm " /proc/mounts' 2>&1) || true
+  [[ $specout == *img-ok* && $specout == *ro-ok* ]] && pass "image volume: the image's files at /mnt/img, read-only" ||
+    fail "image volume in e2e-spec: $specout"
+  [[ $specout == *size=98304k* ]] && pass "/dev/shm sized 96Mi by the pod annotation" ||
+    fail "/dev/shm of e2e-spec: $specout"
+else
+  fail "pod e2e-spec not Running within 60 s"
+  kubectl describe pod e2e-spec | tail -20 >&2 || true
+fi
+
+# 2c. the pod whose RuntimeClass handler Docker does not know
 t0=$(now)
 pod_yaml e2e-nosuch e2e-nosuch | kubectl create -f - >/dev/null
 sandbox_event() {
@@ -430,7 +467,7 @@ fi
 
 # Pods go away through the kubelet, as on a node.
 t0=$(now)
-if kubectl delete pod e2e-wrapped e2e-nosuch --wait --timeout=60s >/dev/null 2>&1; then
+if kubectl delete pod e2e-wrapped e2e-spec e2e-nosuch --wait --timeout=60s >/dev/null 2>&1; then
   pass "pods deleted through the kubelet in $(since "$t0") s"
 else
   fail "pods not deleted within 60 s"
