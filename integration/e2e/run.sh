@@ -437,6 +437,19 @@ if wait_for 60 pod_running e2e-spec; then
     fail "image volume in e2e-spec: $specout"
   [[ $specout == *size=98304k* ]] && pass "/dev/shm sized 96Mi by the pod annotation" ||
     fail "/dev/shm of e2e-spec: $specout"
+  # The kubelet's summary API takes container stats from our ListContainerStats/PodSandboxStats.
+  summary_has_stats() {
+    kubectl get --raw "/api/v1/nodes/$NODE/proxy/stats/summary" 2>/dev/null | python3 -c '
+import json, sys
+pods = [p for p in json.load(sys.stdin).get("pods", []) if p["podRef"]["name"] == "e2e-spec"]
+c = [c for p in pods for c in p.get("containers", []) if c["name"] == "main"]
+sys.exit(0 if c and c[0].get("memory", {}).get("workingSetBytes", 0) > 0 and c[0].get("cpu", {}).get("usageCoreNanoSeconds", 0) > 0 else 1)'
+  }
+  if wait_for 40 summary_has_stats; then
+    pass "kubelet summary API: cpu and memory of e2e-spec's container"
+  else
+    fail "kubelet summary API has no cpu/memory for e2e-spec: $(kubectl get --raw "/api/v1/nodes/$NODE/proxy/stats/summary" 2>&1 | head -c 600)"
+  fi
 else
   fail "pod e2e-spec not Running within 60 s"
   kubectl describe pod e2e-spec | tail -20 >&2 || true
