@@ -133,13 +133,9 @@ func criMounts(mounts []container.MountPoint) []*runtimeapi.Mount {
 // sandbox, state and labels.
 func (s *Service) ListContainers(ctx context.Context, req *runtimeapi.ListContainersRequest) (*runtimeapi.ListContainersResponse, error) {
 	f := req.GetFilter()
-	var extra []string
-	if f.GetPodSandboxId() != "" {
-		extra = append(extra, sandboxIDLabel+"="+f.GetPodSandboxId())
-	}
-	list, err := s.listOurs(ctx, containerTypeContainer, f.GetId(), f.GetLabelSelector(), extra...)
+	list, err := s.listCRIContainers(ctx, f.GetId(), f.GetPodSandboxId(), f.GetLabelSelector())
 	if err != nil {
-		return nil, dockerError(err, "list containers")
+		return nil, err
 	}
 	out := make([]*runtimeapi.Container, 0, len(list))
 	for _, c := range list {

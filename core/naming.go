@@ -187,6 +187,21 @@ type listed struct {
 	name parsedName
 }
 
+// listCRIContainers lists the containers (not sandboxes) whose ID starts with idPrefix, of pod
+// sandboxID when it is set, that carry every label of selector: the filter of ListContainers
+// and of ListContainerStats.
+func (s *Service) listCRIContainers(ctx context.Context, idPrefix, sandboxID string, selector map[string]string) ([]listed, error) {
+	var extra []string
+	if sandboxID != "" {
+		extra = append(extra, sandboxIDLabel+"="+sandboxID)
+	}
+	list, err := s.listOurs(ctx, containerTypeContainer, idPrefix, selector, extra...)
+	if err != nil {
+		return nil, dockerError(err, "list containers")
+	}
+	return list, nil
+}
+
 // listOurs lists, in one Docker call, the containers of one kind (sandbox or container) whose
 // ID starts with idPrefix and that carry every label of selector and of extra. Docker's id
 // filter matches anywhere in the ID, so the prefix is checked again here.

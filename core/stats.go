@@ -53,13 +53,9 @@ func (s *Service) ListContainerStats(ctx context.Context, req *runtimeapi.ListCo
 }
 
 func (s *Service) listContainerStats(ctx context.Context, f *runtimeapi.ContainerStatsFilter) ([]*runtimeapi.ContainerStats, error) {
-	var extra []string
-	if f.GetPodSandboxId() != "" {
-		extra = append(extra, sandboxIDLabel+"="+f.GetPodSandboxId())
-	}
-	list, err := s.listOurs(ctx, containerTypeContainer, f.GetId(), f.GetLabelSelector(), extra...)
+	list, err := s.listCRIContainers(ctx, f.GetId(), f.GetPodSandboxId(), f.GetLabelSelector())
 	if err != nil {
-		return nil, dockerError(err, "list containers")
+		return nil, err
 	}
 	running := make([]listed, 0, len(list))
 	ids := make([]string, 0, len(list))
@@ -181,13 +177,13 @@ func (s *Service) listPodSandboxStats(ctx context.Context, idPrefix string, sele
 	if len(pods) == 0 {
 		return nil, nil
 	}
-	var extra []string
+	onePod := ""
 	if len(pods) == 1 {
-		extra = append(extra, sandboxIDLabel+"="+podIDs[0])
+		onePod = podIDs[0]
 	}
-	ctrs, err := s.listOurs(ctx, containerTypeContainer, "", nil, extra...)
+	ctrs, err := s.listCRIContainers(ctx, "", onePod, nil)
 	if err != nil {
-		return nil, dockerError(err, "list containers")
+		return nil, err
 	}
 	byPod := map[string][]listed{}
 	for _, c := range ctrs {
