@@ -33,6 +33,15 @@ const (
 	DefaultNetworkPlugin = "cni"
 	DefaultCNIConfDir    = "/etc/cni/net.d"
 	DefaultCNICacheDir   = "/var/lib/cni/cache"
+	// DefaultHairpinMode is upstream's: its flag's zero value reads as "none".
+	DefaultHairpinMode = HairpinNone
+)
+
+// Hairpin modes of --hairpin-mode, upstream's names.
+const (
+	HairpinVeth              = "hairpin-veth"
+	HairpinPromiscuousBridge = "promiscuous-bridge"
+	HairpinNone              = "none"
 )
 
 // DefaultCNIBinDirs are searched for CNI plugins in order: upstream's directory, then Debian's
@@ -65,6 +74,17 @@ type Config struct {
 	MetricsBindAddr string
 	// StreamingBindAddr is where the exec/attach/port-forward server listens (HOST:PORT, HOST, :PORT).
 	StreamingBindAddr string
+	// PodCIDR is the pod CIDR (comma-separated for dual stack) given to CNI as ipRanges until
+	// the kubelet sends one with UpdateRuntimeConfig (upstream's --pod-cidr).
+	PodCIDR string
+	// IPv6DualStack is upstream's --ipv6-dual-stack: accepted; a pod is dual-stack when its CNI
+	// result has both families, whatever this says.
+	IPv6DualStack bool
+	// HairpinMode is upstream's --hairpin-mode: hairpin-veth, promiscuous-bridge or none.
+	HairpinMode string
+	// RuntimeCgroups is the cgroup Docker's daemons (dockerd, containerd) are kept in, as
+	// upstream's --runtime-cgroups; "" leaves them where they are.
+	RuntimeCgroups string
 }
 
 // Default returns the configuration used when nothing is set.
@@ -84,6 +104,7 @@ func Default() *Config {
 		RuntimeHandlerAliases:     map[string]string{},
 		DefaultRuntimeHandler:     DefaultRuntimeHandlerName,
 		StreamingBindAddr:         DefaultStreamingBindAddr,
+		HairpinMode:               DefaultHairpinMode,
 	}
 }
 
@@ -117,13 +138,8 @@ func ParseRuntimeHandler(value string) (name, dockerRuntime string, err error) {
 // Validate checks the configuration and says what to fix.
 func (c *Config) Validate() error {
 	var problems []string
-	switch {
-	case c.ContainerRuntimeEndpoint == "fd://":
-		// The socket systemd passes (cri-docker.socket).
-	case !strings.HasPrefix(c.ContainerRuntimeEndpoint, "unix://"):
-		problems = append(problems, fmt.Sprintf("--container-runtime-endpoint %q: want unix://PATH, or fd:// for the socket systemd passes", c.ContainerRuntimeEndpoint))
-	case strings.TrimPrefix(c.ContainerRuntimeEndpoint, "unix://") == "":
-		problems = append(problems, "--container-runtime-endpoint: empty socket path")
+	if _, err := ParseEndpoint(c.ContainerRuntimeEndpoint); err != nil {
+		problems = append(problems, err.Error())
 	}
 	if c.RootDirectory == "" {
 		problems = append(problems, "--cri-dockerd-root-directory must not be empty")
@@ -186,10 +202,46 @@ func (c *Config) Validate() error {
 			problems = append(problems, fmt.Sprintf("--privileged-without-host-devices %q: not a RuntimeClass handler name (an RFC 1123 label)", name))
 		}
 	}
+	if c.PodCIDR != "" {
+		if _, err := ParsePodCIDRs(c.PodCIDR); err != nil {
+			problems = append(problems, fmt.Sprintf("--pod-cidr %q: %v", c.PodCIDR, err))
+		}
+	}
+	switch c.HairpinMode {
+	case HairpinVeth, HairpinPromiscuousBridge, HairpinNone:
+	default:
+		problems = append(problems, fmt.Sprintf("--hairpin-mode %q: want one of %q, %q, %q", c.HairpinMode, HairpinVeth, HairpinPromiscuousBridge, HairpinNone))
+	}
+	if c.RuntimeCgroups != "" && (!strings.HasPrefix(c.RuntimeCgroups, "/") || strings.Contains(c.RuntimeCgroups, "..") || c.RuntimeCgroups == "/") {
+		problems = append(problems, fmt.Sprintf("--runtime-cgroups %q: want an absolute cgroup name below the root, e.g. /system.slice/docker.service", c.RuntimeCgroups))
+	}
 	if len(problems) > 0 {
 		return fmt.Errorf("invalid configuration:\n  %s", strings.Join(problems, "\n  "))
 	}
 	return nil
+}
+
+// ParsePodCIDRs splits a pod CIDR as the kubelet and --pod-cidr give it: one CIDR, or an IPv4
+// and an IPv6 one separated by a comma (dual stack).
+func ParsePodCIDRs(value string) ([]string, error) {
+	var cidrs []string
+	for _, one := range strings.Split(value, ",") {
+		one = strings.TrimSpace(one)
+		if one == "" {
+			continue
+		}
+		if _, _, err := net.ParseCIDR(one); err != nil {
+			return nil, fmt.Errorf("%q is not a CIDR, e.g. 10.244.0.0/24 or 10.244.0.0/24,fd00:10:244::/64", one)
+		}
+		cidrs = append(cidrs, one)
+	}
+	if len(cidrs) == 0 {
+		return nil, fmt.Errorf("no CIDR given")
+	}
+	if len(cidrs) > 2 {
+		return nil, fmt.Errorf("at most two CIDRs (one per IP family), got %d", len(cidrs))
+	}
+	return cidrs, nil
 }
 
 // validateBindAddr checks --streaming-bind-addr: HOST:PORT, :PORT, or a bare HOST (a free

@@ -96,7 +96,7 @@ func TestInvalidSettingsSayWhatToFix(t *testing.T) {
 		file string
 		want string
 	}{
-		{args: []string{"--container-runtime-endpoint", "tcp://0.0.0.0:1"}, want: "want unix://PATH, or fd://"},
+		{args: []string{"--container-runtime-endpoint", "tcp://0.0.0.0:1"}, want: "tcp endpoints are not served on Linux"},
 		{args: []string{"--network-plugin", "kubenet"}, want: `--network-plugin "kubenet"`},
 		{args: []string{"--log-level", "loud"}, want: "--log-level"},
 		{args: []string{"--runtime-handler", "docker=runc"}, want: "reserved"},

@@ -51,12 +51,12 @@ func (h *handlerFlag) Type() string { return "NAME=DOCKER_RUNTIME" }
 
 // BindFlags registers every setting on fs, writing into c.
 func (c *Config) BindFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&c.ContainerRuntimeEndpoint, "container-runtime-endpoint", c.ContainerRuntimeEndpoint, "the CRI endpoint to serve on: unix://PATH, or fd:// for the socket systemd passes (cri-docker.socket)")
+	fs.StringVar(&c.ContainerRuntimeEndpoint, "container-runtime-endpoint", c.ContainerRuntimeEndpoint, "the CRI endpoint to serve on: unix://PATH (the socket systemd passed for PATH, if it did, else our own), or fd:// for the socket systemd passes (cri-docker.socket); tcp:// is refused, as upstream does on Linux")
 	fs.StringVar(&c.DockerEndpoint, "docker-endpoint", c.DockerEndpoint, "the Docker daemon to use")
 	fs.StringVar(&c.RootDirectory, "cri-dockerd-root-directory", c.RootDirectory, "where cri-dockerd keeps its state (checkpoints)")
 	fs.StringVar(&c.PodInfraContainerImage, "pod-infra-container-image", c.PodInfraContainerImage, "the image of each pod's sandbox (pause) container")
 	fs.DurationVar(&c.RuntimeRequestTimeout, "runtime-request-timeout", c.RuntimeRequestTimeout, "timeout of each Docker call, except image pulls")
-	fs.DurationVar(&c.ImagePullProgressDeadline, "image-pull-progress-deadline", c.ImagePullProgressDeadline, "cancel an image pull that reports no progress for this long")
+	fs.DurationVar(&c.ImagePullProgressDeadline, "image-pull-progress-deadline", c.ImagePullProgressDeadline, "cancel an image pull that reports no progress for this long while downloading, as upstream; once a layer is extracting the deadline no longer applies (a big layer takes long to extract). Progress is logged every 10 s")
 	fs.StringVar(&c.NetworkPlugin, "network-plugin", c.NetworkPlugin, `pod networking: "cni" (CNI plugins), or "" / "none" (Docker's default bridge with Docker port bindings)`)
 	fs.StringSliceVar(&c.CNIBinDirs, "cni-bin-dir", c.CNIBinDirs, "directories searched in order for CNI plugin binaries, comma-separated or repeated (used with --network-plugin=cni)")
 	fs.StringVar(&c.CNIConfDir, "cni-conf-dir", c.CNIConfDir, "directory with CNI network configs; the first valid one in lexical order is used, and changes are picked up without a restart (used with --network-plugin=cni)")
@@ -69,6 +69,10 @@ func (c *Config) BindFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&c.PrivilegedWithoutHostDevices, "privileged-without-host-devices", c.PrivilegedWithoutHostDevices,
 		"runtime handlers (comma-separated or repeated) whose privileged containers get every privilege except the node's devices, as containerd's privileged_without_host_devices; for VM runtimes such as Kata")
 	fs.StringVar(&c.MetricsBindAddr, "metrics-bind-addr", c.MetricsBindAddr, "serve Prometheus metrics and /debug/pprof on HOST:PORT (off when empty; use a loopback host unless you mean every interface)")
+	fs.StringVar(&c.PodCIDR, "pod-cidr", c.PodCIDR, "the pod CIDR (IPv4, IPv6, or both comma-separated) given to CNI plugins as ipRanges until the kubelet sends one (UpdateRuntimeConfig), which then wins")
+	fs.BoolVar(&c.IPv6DualStack, "ipv6-dual-stack", c.IPv6DualStack, "accepted for upstream compatibility: a pod gets every IP (IPv4 and IPv6) its CNI result holds, with or without this flag")
+	fs.StringVar(&c.HairpinMode, "hairpin-mode", c.HairpinMode, `hairpin mode, as upstream: "hairpin-veth", "promiscuous-bridge" or "none". With CNI, the bridge plugin's own "hairpinMode" setting decides; with Docker's bridge (--network-plugin="") hairpin-veth and promiscuous-bridge turn hairpin on for each pod's veth`)
+	fs.StringVar(&c.RuntimeCgroups, "runtime-cgroups", c.RuntimeCgroups, "absolute name of a cgroup to keep Docker's daemons (dockerd, containerd) in, created if missing and checked every 5 minutes, as upstream")
 	fs.StringVar(&c.StreamingBindAddr, "streaming-bind-addr", c.StreamingBindAddr,
 		"where the exec/attach/port-forward server listens: HOST:PORT, HOST (a free port) or :PORT (every interface); port 0 picks a free port")
 }

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -201,5 +202,21 @@ func TestStartFailureWithHealthyRuntimeKeepsDockersReason(t *testing.T) {
 	_, err := s.StartContainer(context.Background(), &runtimeapi.StartContainerRequest{ContainerId: id})
 	if err == nil || !strings.Contains(err.Error(), "unable to apply caps") || strings.Contains(err.Error(), "cannot run containers") {
 		t.Errorf("error %v: want Docker's reason, not a claim that the runtime is broken", err)
+	}
+}
+
+// kubeadm reads the pause image from the verbose Status under upstream's key, sandboxImage.
+func TestVerboseStatusCarriesSandboxImageForKubeadm(t *testing.T) {
+	s := newTestService(t, libdocker.NewFake(), Options{PodInfraImage: "registry.k8s.io/pause:3.10.1"})
+	resp, err := s.Status(context.Background(), &runtimeapi.StatusRequest{Verbose: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal([]byte(resp.Info["config"]), &cfg); err != nil {
+		t.Fatalf("info[config] %q: %v", resp.Info["config"], err)
+	}
+	if cfg["sandboxImage"] != "registry.k8s.io/pause:3.10.1" {
+		t.Errorf("info[config] = %s; want sandboxImage registry.k8s.io/pause:3.10.1", resp.Info["config"])
 	}
 }

@@ -275,13 +275,13 @@ func (s *Service) cleanUpOrphanNetworks(ctx context.Context) {
 	}
 }
 
-// openCheckpoints opens <root>/sandboxes and hands the plugin the pod CIDR that an earlier
-// UpdateRuntimeConfig saved: the kubelet sends it once, not after each restart of cri-dockerd.
+// openCheckpoints opens <root>/sandboxes and hands the plugin its pod CIDR.
 func (s *Service) openCheckpoints() error {
 	if s.opts.RootDirectory == "" {
 		if s.net.Namespaced() {
 			return fmt.Errorf("network plugin %q needs a root directory for its sandbox checkpoints", s.net.Name())
 		}
+		s.applyStartPodCIDR("")
 		return nil
 	}
 	store, err := newCheckpointStore(filepath.Join(s.opts.RootDirectory, "sandboxes"))
@@ -291,18 +291,31 @@ func (s *Service) openCheckpoints() error {
 	s.checkpoints = store
 	s.pins = network.NewNetNSPins(filepath.Join(s.opts.RootDirectory, "netns"))
 	raw, err := os.ReadFile(s.podCIDRFile())
-	if err != nil {
-		if !errors.Is(err, os.ErrNotExist) {
-			s.log.Warnf("saved pod CIDR: %v", err)
-		}
-		return nil
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		s.log.Warnf("saved pod CIDR: %v", err)
 	}
-	if cidr := strings.TrimSpace(string(raw)); cidr != "" {
-		if err := s.net.UpdatePodCIDR(cidr); err != nil {
-			s.log.Warnf("saved pod CIDR %s: %v", s.podCIDRFile(), err)
-		}
-	}
+	s.applyStartPodCIDR(strings.TrimSpace(string(raw)))
 	return nil
+}
+
+// applyStartPodCIDR gives the plugin the pod CIDR to start with: the one an earlier
+// UpdateRuntimeConfig saved (the kubelet sends it once, not after each restart of
+// cri-dockerd), else --pod-cidr; the kubelet's next UpdateRuntimeConfig replaces either.
+func (s *Service) applyStartPodCIDR(saved string) {
+	cidr, source := saved, s.podCIDRFile()
+	if cidr == "" {
+		cidr, source = s.opts.PodCIDR, "--pod-cidr"
+	}
+	if cidr == "" {
+		return
+	}
+	if err := s.net.UpdatePodCIDR(cidr); err != nil {
+		s.log.Warnf("pod CIDR %s from %s: %v", cidr, source, err)
+		return
+	}
+	if saved != "" && s.opts.PodCIDR != "" && saved != s.opts.PodCIDR {
+		s.log.Infof("pod CIDR %s (sent by the kubelet, saved in %s) wins over --pod-cidr %s", saved, source, s.opts.PodCIDR)
+	}
 }
 
 func (s *Service) podCIDRFile() string {

@@ -493,3 +493,27 @@ func TestCheckpointWritesAreAtomicAndRoundTrip(t *testing.T) {
 		t.Errorf("after remove: %v, %v", got, err)
 	}
 }
+
+// --pod-cidr is the plugin's pod CIDR until the kubelet sends one; the kubelet's (also one it
+// sent before a restart) wins.
+func TestPodCIDRFlagUntilTheKubeletSendsOne(t *testing.T) {
+	fake, root := libdocker.NewFake(), t.TempDir()
+	net := &fakeNet{}
+	s := newTestService(t, fake, Options{NetworkPlugin: "cni", Network: net, RootDirectory: root, PodCIDR: "10.233.64.0/18"})
+	s.pins = &fakePins{}
+	if net.podCIDR != "10.233.64.0/18" {
+		t.Fatalf("pod CIDR at start %q, want --pod-cidr's", net.podCIDR)
+	}
+	req := &runtimeapi.UpdateRuntimeConfigRequest{RuntimeConfig: &runtimeapi.RuntimeConfig{NetworkConfig: &runtimeapi.NetworkConfig{PodCidr: "10.233.65.0/24"}}}
+	if _, err := s.UpdateRuntimeConfig(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	if net.podCIDR != "10.233.65.0/24" {
+		t.Errorf("pod CIDR after UpdateRuntimeConfig %q, want the kubelet's", net.podCIDR)
+	}
+	net2 := &fakeNet{}
+	newTestService(t, fake, Options{NetworkPlugin: "cni", Network: net2, RootDirectory: root, PodCIDR: "10.233.64.0/18"})
+	if net2.podCIDR != "10.233.65.0/24" {
+		t.Errorf("pod CIDR after a restart %q, want the kubelet's saved one over --pod-cidr", net2.podCIDR)
+	}
+}

@@ -46,6 +46,8 @@ type Options struct {
 	// RuntimeInfoMaxAge bounds how stale the cached Docker /info may be for Status; a lookup of
 	// an unknown runtime refreshes it sooner (see runtime_handler.go).
 	RuntimeInfoMaxAge time.Duration
+	// PodCIDR is --pod-cidr: the network plugin's pod CIDR until the kubelet sends one.
+	PodCIDR string
 	// RootDirectory holds state that Docker cannot keep for us (log positions, checkpoints).
 	RootDirectory string
 	// Streaming serves exec, attach and port-forward sessions; nil answers Unimplemented.

@@ -40,7 +40,8 @@ func (s *Service) Status(ctx context.Context, req *runtimeapi.StatusRequest) (*r
 		Features:        &runtimeapi.RuntimeFeatures{SupplementalGroupsPolicy: false},
 	}
 	if req.Verbose {
-		raw, _ := json.Marshal(map[string]any{"networkPlugin": s.opts.NetworkPlugin, "podInfraImage": s.opts.PodInfraImage, "runtimeHandlerAliases": s.opts.RuntimeHandlerAliases, "privilegedWithoutHostDevices": s.opts.PrivilegedWithoutHostDevices})
+		// sandboxImage is the key upstream writes and kubeadm reads for its pause image check.
+		raw, _ := json.Marshal(map[string]any{"sandboxImage": s.opts.PodInfraImage, "networkPlugin": s.opts.NetworkPlugin, "podInfraImage": s.opts.PodInfraImage, "runtimeHandlerAliases": s.opts.RuntimeHandlerAliases, "privilegedWithoutHostDevices": s.opts.PrivilegedWithoutHostDevices})
 		resp.Info = map[string]string{"config": string(raw)}
 	}
 	return resp, nil

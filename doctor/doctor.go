@@ -285,8 +285,17 @@ func pluginTypes(path string) ([]string, error) {
 
 // socketCheck looks at the CRI socket: the kubelet and crictl need it, nobody else should.
 func socketCheck(cfg *config.Config) Check {
-	path := strings.TrimPrefix(cfg.ContainerRuntimeEndpoint, "unix://")
 	check := Check{Name: "cri socket"}
+	ep, err := config.ParseEndpoint(cfg.ContainerRuntimeEndpoint)
+	switch {
+	case err != nil:
+		check.Status, check.Detail = Fail, err.Error()
+		return check
+	case ep.Activated:
+		// systemd's socket unit owns the path (cri-docker.socket: /run/cri-dockerd.sock).
+		ep.Path = "/run/cri-dockerd.sock"
+	}
+	path := ep.Path
 	fi, err := os.Stat(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):

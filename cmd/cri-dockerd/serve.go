@@ -11,8 +11,8 @@ import (
 	"os/user"
 	"path/filepath"
 	"runtime/debug"
+	"sort"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -27,7 +27,9 @@ import (
 	"github.com/cri-dockerd/cri-dockerd/libdocker"
 	"github.com/cri-dockerd/cri-dockerd/metrics"
 	"github.com/cri-dockerd/cri-dockerd/network"
+	"github.com/cri-dockerd/cri-dockerd/runtimecgroups"
 	"github.com/cri-dockerd/cri-dockerd/streaming"
+	"github.com/cri-dockerd/cri-dockerd/supervise"
 )
 
 // maxMsgSize matches the kubelet's CRI client limit, so large list answers get through.
@@ -85,6 +87,7 @@ func serve(ctx context.Context, cfg *config.Config) error {
 		NetworkPlugin:                cfg.NetworkPlugin,
 		Network:                      netPlugin,
 		RootDirectory:                cfg.RootDirectory,
+		PodCIDR:                      cfg.PodCIDR,
 		Streaming:                    streams,
 		Logger:                       logger,
 	})
@@ -93,8 +96,15 @@ func serve(ctx context.Context, cfg *config.Config) error {
 	}
 
 	defer svc.Close()
+	if cfg.RuntimeCgroups != "" {
+		keeper := runtimecgroups.New(cfg.RuntimeCgroups, log.WithField("component", "runtime-cgroups"))
+		go supervise.Run(log, "--runtime-cgroups keeper", func() { keeper.Run(ctx, runtimecgroups.Interval) })
+	}
+	if cfg.IPv6DualStack {
+		log.Debug("--ipv6-dual-stack: pods get the IPv4 and IPv6 addresses of their CNI result (always the case)")
+	}
 
-	lis, socketPath, err := listen(cfg.ContainerRuntimeEndpoint)
+	lis, socketPath, err := listen(cfg.ContainerRuntimeEndpoint, log)
 	if err != nil {
 		return err
 	}
@@ -152,24 +162,93 @@ func serve(ctx context.Context, cfg *config.Config) error {
 	return nil
 }
 
-// listen opens the CRI endpoint: the socket systemd passes for fd:// (socket activation, which
-// systemd keeps, so we never remove it), or our own unix socket, whose path is returned.
-func listen(endpoint string) (net.Listener, string, error) {
-	if endpoint != "fd://" {
-		path := strings.TrimPrefix(endpoint, "unix://")
-		lis, err := listenUnix(path)
-		return lis, path, err
-	}
-	listeners, err := activation.Listeners()
+// listen opens the CRI endpoint and returns the path of a socket file that is ours to remove
+// at shutdown ("" when systemd owns it). Sockets systemd passes (LISTEN_FDS) are used first:
+// fd:// takes the first unix one (or the one named fd://NAME), and unix://PATH takes the one
+// bound to PATH, as kubespray's cri-dockerd.socket + `--container-runtime-endpoint unix://...`
+// layout expects. Without a passed socket we bind PATH ourselves.
+func listen(endpoint string, log *logrus.Entry) (net.Listener, string, error) {
+	ep, err := config.ParseEndpoint(endpoint)
 	if err != nil {
-		return nil, "", fmt.Errorf("--container-runtime-endpoint fd://: %w", err)
+		return nil, "", err
 	}
-	for _, l := range listeners {
-		if l != nil && l.Addr().Network() == "unix" {
-			return l, "", nil
+	if ep.Bare {
+		log.Warnf("--container-runtime-endpoint %s: a path without unix:// is deprecated (as upstream); use unix://%s", endpoint, endpoint)
+	}
+	passed, err := activation.ListenersWithNames()
+	if err != nil {
+		return nil, "", fmt.Errorf("sockets passed by systemd (LISTEN_FDS): %w", err)
+	}
+	lis, err := pickPassedListener(passed, ep)
+	if err != nil {
+		return nil, "", fmt.Errorf("--container-runtime-endpoint %s: %w", endpoint, err)
+	}
+	closeOthers(passed, lis)
+	if lis != nil {
+		log.WithField("address", lis.Addr().String()).Info("serving the socket systemd passed")
+		return lis, "", nil
+	}
+	lis, err = listenUnix(ep.Path)
+	return lis, ep.Path, err
+}
+
+// pickPassedListener chooses among the sockets systemd passed (by FileDescriptorName): nil
+// when none fits a unix:// endpoint, an error when fd:// finds none.
+func pickPassedListener(passed map[string][]net.Listener, ep config.Endpoint) (net.Listener, error) {
+	names := make([]string, 0, len(passed))
+	for name := range passed {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var addrs []string
+	for _, name := range names {
+		for _, l := range passed[name] {
+			if l == nil || l.Addr().Network() != "unix" {
+				continue
+			}
+			addrs = append(addrs, l.Addr().String())
+			switch {
+			case ep.Activated && (ep.FDName == "" || ep.FDName == name):
+				return l, nil
+			case !ep.Activated && sameSocketPath(l.Addr().String(), ep.Path):
+				return l, nil
+			}
 		}
 	}
-	return nil, "", fmt.Errorf("--container-runtime-endpoint fd://: systemd passed no unix socket (LISTEN_FDS); start cri-docker.service through cri-docker.socket, or use unix://PATH")
+	if !ep.Activated {
+		return nil, nil
+	}
+	if ep.FDName != "" {
+		return nil, fmt.Errorf("systemd passed no unix socket named %q (FileDescriptorName=); it passed %v", ep.FDName, names)
+	}
+	if len(addrs) == 0 {
+		return nil, fmt.Errorf("systemd passed no unix socket (LISTEN_FDS); start cri-docker.service through cri-docker.socket, or use unix://PATH")
+	}
+	return nil, fmt.Errorf("no passed socket fits")
+}
+
+// sameSocketPath compares socket paths through symlinked directories: kubespray's unit binds
+// %t/cri-dockerd.sock (/run) while its ExecStart names /var/run/cri-dockerd.sock.
+func sameSocketPath(a, b string) bool {
+	resolve := func(p string) string {
+		p = filepath.Clean(p)
+		if dir, err := filepath.EvalSymlinks(filepath.Dir(p)); err == nil {
+			return filepath.Join(dir, filepath.Base(p))
+		}
+		return p
+	}
+	return resolve(a) == resolve(b)
+}
+
+// closeOthers closes the passed sockets we do not serve: systemd keeps its own copies.
+func closeOthers(passed map[string][]net.Listener, keep net.Listener) {
+	for _, ls := range passed {
+		for _, l := range ls {
+			if l != nil && l != keep {
+				l.Close()
+			}
+		}
+	}
 }
 
 // notifySystemd tells systemd (Type=notify) our state; it does nothing outside systemd.
