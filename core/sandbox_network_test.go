@@ -517,3 +517,38 @@ func TestPodCIDRFlagUntilTheKubeletSendsOne(t *testing.T) {
 		t.Errorf("pod CIDR after a restart %q, want the kubelet's saved one over --pod-cidr", net2.podCIDR)
 	}
 }
+
+// --hairpin-mode with Docker's bridge sets hairpin on each pod's port; a failure is a warning,
+// host-network pods are left alone.
+func TestHairpinOnDockersBridge(t *testing.T) {
+	fake := libdocker.NewFake()
+	var pids []int
+	fail := false
+	s := newTestService(t, fake, Options{HairpinVeth: true, hairpin: func(pid int) error {
+		pids = append(pids, pid)
+		if fail {
+			return errors.New("no eth0")
+		}
+		return nil
+	}})
+	resp, err := s.RunPodSandbox(context.Background(), &runtimeapi.RunPodSandboxRequest{Config: sandboxConfig("hairpin")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := fake.InspectContainer(context.Background(), resp.PodSandboxId)
+	if len(pids) != 1 || pids[0] != c.State.Pid {
+		t.Errorf("hairpin set for pids %v, want the sandbox's %d", pids, c.State.Pid)
+	}
+	host := sandboxConfig("hostnet")
+	host.Linux = &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE}}}
+	if _, err := s.RunPodSandbox(context.Background(), &runtimeapi.RunPodSandboxRequest{Config: host}); err != nil {
+		t.Fatal(err)
+	}
+	if len(pids) != 1 {
+		t.Errorf("hairpin set for a host-network pod: %v", pids)
+	}
+	fail = true
+	if _, err := s.RunPodSandbox(context.Background(), &runtimeapi.RunPodSandboxRequest{Config: sandboxConfig("nohairpin")}); err != nil {
+		t.Errorf("a hairpin failure failed the pod: %v", err)
+	}
+}

@@ -62,6 +62,9 @@ func (s *Service) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 			return nil, err
 		}
 	}
+	if s.opts.HairpinVeth && !s.net.Namespaced() && cfg.GetLinux().GetSecurityContext().GetNamespaceOptions().GetNetwork() != runtimeapi.NamespaceMode_NODE {
+		s.enableHairpin(ctx, id)
+	}
 	s.log.WithFields(map[string]any{"id": id, "pod": cfg.Metadata.Namespace + "/" + cfg.Metadata.Name, "handler": rt.Handler, "docker_runtime": rt.DockerRuntime}).Info("pod sandbox running")
 	return &runtimeapi.RunPodSandboxResponse{PodSandboxId: id}, nil
 }
@@ -213,4 +216,16 @@ func (s *Service) ensureImage(ctx context.Context, ref string) error {
 	}
 	s.log.WithField("image", ref).Info("pulling image")
 	return s.docker.PullImage(ctx, ref, registry.AuthConfig{}, s.opts.ImagePullProgressDeadline)
+}
+
+// enableHairpin turns hairpin on for the pod's port on Docker's bridge (--hairpin-mode). A pod
+// that cannot reach itself through a service is less harm than no pod: a failure is a warning.
+func (s *Service) enableHairpin(ctx context.Context, id string) {
+	_, pid, err := s.runningNetNS(ctx, id)
+	if err == nil {
+		err = s.opts.hairpin(pid)
+	}
+	if err != nil {
+		s.log.WithField("id", id).Warnf("--hairpin-mode: %v", err)
+	}
 }

@@ -46,6 +46,10 @@ type Options struct {
 	// RuntimeInfoMaxAge bounds how stale the cached Docker /info may be for Status; a lookup of
 	// an unknown runtime refreshes it sooner (see runtime_handler.go).
 	RuntimeInfoMaxAge time.Duration
+	// HairpinVeth turns hairpin on for each pod's veth on Docker's bridge (--hairpin-mode
+	// hairpin-veth or promiscuous-bridge with --network-plugin ""). CNI plugins have their own
+	// setting (the bridge plugin's hairpinMode).
+	HairpinVeth bool
 	// PodCIDR is --pod-cidr: the network plugin's pod CIDR until the kubelet sends one.
 	PodCIDR string
 	// RootDirectory holds state that Docker cannot keep for us (log positions, checkpoints).
@@ -57,6 +61,8 @@ type Options struct {
 
 	// imageVolumeMounter replaces mount(2) for image volumes in tests.
 	imageVolumeMounter layerMounter
+	// hairpin replaces network.EnableHairpin in tests.
+	hairpin func(pid int) error
 }
 
 // StreamingServer hands out the URLs of streaming sessions (k8s.io/cri-streaming's Server).
@@ -116,6 +122,9 @@ func New(ctx context.Context, docker libdocker.Client, opts Options) (*Service, 
 	}
 	if opts.Network == nil {
 		opts.Network = network.NewDockerBridge(opts.NetworkPlugin)
+	}
+	if opts.hairpin == nil {
+		opts.hairpin = func(pid int) error { return network.EnableHairpin("/", pid) }
 	}
 	s := &Service{
 		docker:    docker,

@@ -88,6 +88,7 @@ func serve(ctx context.Context, cfg *config.Config) error {
 		Network:                      netPlugin,
 		RootDirectory:                cfg.RootDirectory,
 		PodCIDR:                      cfg.PodCIDR,
+		HairpinVeth:                  cfg.HairpinMode != config.HairpinNone && cfg.NetworkPlugin != network.CNIPluginName,
 		Streaming:                    streams,
 		Logger:                       logger,
 	})
