@@ -51,9 +51,10 @@ func (k *Keeper) Run(ctx context.Context, interval time.Duration) {
 	}
 }
 
-// Ensure moves every dockerd and containerd process of the host's PID namespace that is not
-// in the cgroup yet. Processes in another PID namespace (a Docker in a container) are left
-// alone, as upstream does.
+// Ensure moves every dockerd and containerd process of our PID namespace that is not in the
+// cgroup yet. Processes in another PID namespace (a Docker in a container) are left alone, as
+// upstream does; upstream compares with PID 1's namespace, which some nodes do not let even
+// root read (an undumpable init), so we compare with our own.
 func (k *Keeper) Ensure() error {
 	mounts, err := cgroupMounts(filepath.Join(k.ProcRoot, "self", "mountinfo"))
 	if err != nil {
@@ -61,7 +62,7 @@ func (k *Keeper) Ensure() error {
 	}
 	var errs []error
 	for _, pid := range k.daemonPIDs() {
-		if !k.inHostPIDNamespace(pid) {
+		if !k.inOurPIDNamespace(pid) {
 			continue
 		}
 		if err := k.move(pid, mounts); err != nil {
@@ -115,10 +116,10 @@ func (k *Keeper) comm(pid int) string {
 	return strings.TrimSpace(string(raw))
 }
 
-func (k *Keeper) inHostPIDNamespace(pid int) bool {
-	host, err1 := os.Readlink(filepath.Join(k.ProcRoot, "1", "ns", "pid"))
+func (k *Keeper) inOurPIDNamespace(pid int) bool {
+	ours, err1 := os.Readlink(filepath.Join(k.ProcRoot, "self", "ns", "pid"))
 	own, err2 := os.Readlink(filepath.Join(k.ProcRoot, strconv.Itoa(pid), "ns", "pid"))
-	return err1 == nil && err2 == nil && host == own
+	return err1 == nil && err2 == nil && ours == own
 }
 
 // move puts pid into the cgroup in each hierarchy it belongs to. The name=systemd hierarchy

@@ -35,7 +35,8 @@ func newFakeHost(t *testing.T) *fakeHost {
 		"32 25 0:28 / " + filepath.Join(h.cg, "systemd") + " rw,nosuid - cgroup cgroup rw,xattr,name=systemd\n" +
 		"33 25 0:29 /docker " + filepath.Join(dir, "nested") + " rw - cgroup cgroup rw,memory\n"
 	must(t, os.WriteFile(filepath.Join(h.proc, "self", "mountinfo"), []byte(info), 0o644))
-	h.process(1, "init", "host", "/")
+	must(t, os.MkdirAll(filepath.Join(h.proc, "self", "ns"), 0o755))
+	must(t, os.Symlink("pid:[host]", filepath.Join(h.proc, "self", "ns", "pid")))
 	logger := logrus.New()
 	logger.SetOutput(io.Discard)
 	h.keeper = &Keeper{Name: "/system.slice/docker.service", ProcRoot: h.proc, PIDFile: filepath.Join(dir, "docker.pid"), Log: logrus.NewEntry(logger)}
