@@ -51,3 +51,24 @@ func TestBuildInfo(t *testing.T) {
 		t.Errorf("--buildinfo printed %q", stdout.String())
 	}
 }
+
+// Every flag upstream cri-dockerd v0.4.3 registers (cmd/cri/options, config/options.go and
+// cmd/server.go there) is one of ours.
+func TestEveryUpstreamFlagIsAccepted(t *testing.T) {
+	root := newRootCommand()
+	for _, name := range []string{
+		"container-runtime-endpoint", "runtime-cgroups", "cri-dockerd-root-directory", "pod-infra-container-image",
+		"docker-endpoint", "image-pull-progress-deadline", "runtime-request-timeout", "streaming-bind-addr",
+		"pod-cidr", "ipv6-dual-stack", "network-plugin", "cni-conf-dir", "cni-bin-dir", "cni-cache-dir",
+		"network-plugin-mtu", "hairpin-mode", "help", "version", "buildinfo", "log-level",
+	} {
+		if root.Flags().Lookup(name) == nil && root.PersistentFlags().Lookup(name) == nil && name != "help" {
+			t.Errorf("--%s is not accepted", name)
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	root.SetOut(&stdout)
+	if code := run(root, []string{"-h"}, &stderr); code != 0 || !strings.Contains(stdout.String(), "--pod-cidr") {
+		t.Errorf("-h: exit %d, output %q", code, stdout.String()+stderr.String())
+	}
+}
