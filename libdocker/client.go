@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"syscall"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/docker/docker/api/types/registry"
 	"github.com/docker/docker/api/types/system"
 	dockerclient "github.com/docker/docker/client"
+	"github.com/sirupsen/logrus"
 )
 
 // Client is the subset of the Docker Engine API that cri-dockerd uses.
@@ -53,7 +55,8 @@ type Client interface {
 
 	InspectImage(ctx context.Context, ref string) (*image.InspectResponse, error)
 	ListImages(ctx context.Context, opts image.ListOptions) ([]image.Summary, error)
-	// PullImage pulls ref and fails when Docker reports no progress for progressDeadline.
+	// PullImage pulls ref. It fails when Docker reports no progress for progressDeadline
+	// before a layer extracts (0: no deadline).
 	PullImage(ctx context.Context, ref string, auth registry.AuthConfig, progressDeadline time.Duration) error
 	RemoveImage(ctx context.Context, ref string, opts image.RemoveOptions) ([]image.DeleteResponse, error)
 	DiskUsage(ctx context.Context, opts types.DiskUsageOptions) (types.DiskUsage, error)
@@ -67,11 +70,16 @@ type Options struct {
 	RequestTimeout time.Duration
 	// WrapTransport, when set, wraps the HTTP transport to Docker (e.g. to time each call).
 	WrapTransport func(http.RoundTripper) http.RoundTripper
+	// Logger receives the progress of image pulls; nil discards it.
+	Logger *logrus.Entry
 }
 
 type client struct {
 	api     *dockerclient.Client
 	timeout time.Duration
+	log     *logrus.Entry
+	// pullReportInterval is pullReportInterval, shorter in tests.
+	pullReportInterval time.Duration
 }
 
 // New opens a client for the Docker daemon with API version negotiation on, so that the same
@@ -97,7 +105,13 @@ func New(opts Options) (Client, error) {
 	if timeout <= 0 {
 		timeout = 2 * time.Minute
 	}
-	return &client{api: api, timeout: timeout}, nil
+	log := opts.Logger
+	if log == nil {
+		discard := logrus.New()
+		discard.SetOutput(io.Discard)
+		log = logrus.NewEntry(discard)
+	}
+	return &client{api: api, timeout: timeout, log: log, pullReportInterval: pullReportInterval}, nil
 }
 
 func (c *client) bound(ctx context.Context) (context.Context, context.CancelFunc) {

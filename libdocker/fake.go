@@ -555,7 +555,7 @@ func (f *Fake) PullImage(ctx context.Context, ref string, auth registry.AuthConf
 			return fmt.Errorf("pull %s: %w", ref, context.Cause(ctx))
 		case <-timer.C:
 			if stalled {
-				return fmt.Errorf("pull %s: %w", ref, fmt.Errorf("no pull progress for %s", progressDeadline))
+				return fmt.Errorf("pull %s: %w", ref, noProgressError(progressDeadline, nil))
 			}
 		}
 	}
