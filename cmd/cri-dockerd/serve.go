@@ -50,7 +50,7 @@ func serve(ctx context.Context, cfg *config.Config) error {
 	// Metrics are opt-in; the service they count is set once built, before the listener starts.
 	var svc *core.Service
 	var m *metrics.Metrics
-	dockerOpts := libdocker.Options{Endpoint: cfg.DockerEndpoint, RequestTimeout: cfg.RuntimeRequestTimeout}
+	dockerOpts := libdocker.Options{Endpoint: cfg.DockerEndpoint, RequestTimeout: cfg.RuntimeRequestTimeout, Logger: log}
 	if cfg.MetricsBindAddr != "" {
 		m = metrics.New(func() map[string]int { return svc.PodsByHandler() })
 		dockerOpts.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return metrics.DockerTransport(rt, m.ObserveDocker) }
