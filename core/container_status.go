@@ -30,7 +30,7 @@ func (s *Service) inspectCRIContainer(ctx context.Context, id string) (*containe
 	return c, nil
 }
 
-// ContainerStatus reports a container from one Docker inspect.
+// ContainerStatus reports a container from a Docker inspect of it and one of its image.
 func (s *Service) ContainerStatus(ctx context.Context, req *runtimeapi.ContainerStatusRequest) (*runtimeapi.ContainerStatusResponse, error) {
 	id := req.GetContainerId()
 	if id == "" {
@@ -51,7 +51,7 @@ func (s *Service) ContainerStatus(ctx context.Context, req *runtimeapi.Container
 		State:       runtimeapi.ContainerState_CONTAINER_UNKNOWN,
 		CreatedAt:   parseDockerTime(c.Created),
 		Image:       &runtimeapi.ImageSpec{Image: specifiedImage(c.Config.Image, c.Config.Labels)},
-		ImageRef:    c.Image,
+		ImageRef:    s.pullableImageRef(ctx, c.ID, c.Image),
 		ImageId:     c.Image,
 		Labels:      labels,
 		Annotations: annotations,
@@ -88,6 +88,36 @@ func (s *Service) ContainerStatus(ctx context.Context, req *runtimeapi.Container
 		resp.Info = map[string]string{"info": string(raw)}
 	}
 	return resp, nil
+}
+
+// Prefixes of ContainerStatus.image_ref, as upstream cri-dockerd (and dockershim) write them.
+const (
+	dockerImageIDPrefix         = "docker://"
+	dockerPullableImageIDPrefix = "docker-pullable://"
+)
+
+// pullableImageRef is the container's image_ref as upstream cri-dockerd reports it: the
+// kubelet copies it into the pod's status.containerStatuses[].imageID, which must not change
+// when a node swaps binaries. It is the image's first repo digest (docker-pullable://), or its
+// ID (docker://sha256:...) when the image has no digest (built, loaded, imported) or is gone.
+func (s *Service) pullableImageRef(ctx context.Context, containerID, imageID string) string {
+	if imageID == "" {
+		return ""
+	}
+	img, err := s.docker.InspectImage(ctx, imageID)
+	if err != nil {
+		if !libdocker.IsNotFound(err) {
+			// Upstream fails the whole status call here. A kubelet that gets no status cannot
+			// see the container's state at all; a status whose imageID lacks the digest for a
+			// moment costs less.
+			s.log.WithError(err).Debugf("inspect image %s of container %s: reporting image_ref by ID", imageID, containerID)
+		}
+		return dockerImageIDPrefix + imageID
+	}
+	if digests := realReferences(img.RepoDigests); len(digests) > 0 {
+		return dockerPullableImageIDPrefix + digests[0]
+	}
+	return dockerImageIDPrefix + imageID
 }
 
 // specifiedImage is the image as the user wrote it, when the kubelet passed a resolved ID.
@@ -140,6 +170,9 @@ func (s *Service) ListContainers(ctx context.Context, req *runtimeapi.ListContai
 	out := make([]*runtimeapi.Container, 0, len(list))
 	for _, c := range list {
 		labels, annotations := splitLabels(c.Labels)
+		// image_ref is the image ID here, not ContainerStatus' docker-pullable:// form (as
+		// upstream): the kubelet's image garbage collector compares it with Image.id to know
+		// which images are in use.
 		ctr := &runtimeapi.Container{
 			Id:           c.ID,
 			PodSandboxId: c.Labels[sandboxIDLabel],

@@ -17,6 +17,7 @@ import (
 
 // Image IDs are Docker's content IDs ("sha256:..."): PullImage's image_ref, Image.id,
 // ContainerStatus.image_id and Container.image_id are all that same string, as the CRI asks.
+// ContainerStatus.image_ref alone has upstream's docker-pullable:// form (container_status.go).
 
 // ListImages lists Docker's images (tagged or pulled by digest), optionally one image only.
 func (s *Service) ListImages(ctx context.Context, req *runtimeapi.ListImagesRequest) (*runtimeapi.ListImagesResponse, error) {

@@ -135,8 +135,8 @@ func TestContainerLifecycleStates(t *testing.T) {
 		t.Errorf("after start: %v", st)
 	}
 	img, _ := fake.InspectImage(ctx, testImage)
-	if st.ImageId != img.ID || st.ImageRef != img.ID || st.Image.Image != testImage {
-		t.Errorf("image %v ref %q id %q, want %q and %s", st.Image, st.ImageRef, st.ImageId, testImage, img.ID)
+	if st.ImageId != img.ID || st.ImageRef != "docker://"+img.ID || st.Image.Image != testImage {
+		t.Errorf("image %v ref %q id %q, want %q, docker://%s and %[5]s", st.Image, st.ImageRef, st.ImageId, testImage, img.ID)
 	}
 	if err := fake.SetStopExitCode(id, 137); err != nil {
 		t.Fatal(err)

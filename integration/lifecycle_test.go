@@ -58,8 +58,9 @@ func TestContainerLifecycle(t *testing.T) {
 	if st.Id != ctrID || st.Metadata.GetName() != "app" || st.Metadata.GetAttempt() != 3 {
 		t.Errorf("id %q metadata %v, want %q app/3", st.Id, st.Metadata, ctrID)
 	}
-	if st.ImageId != img.Image.Id || st.ImageRef != img.Image.Id {
-		t.Errorf("image_id %q image_ref %q, want ImageStatus id %q", st.ImageId, st.ImageRef, img.Image.Id)
+	// The setup imports busybox: no repo digest, so image_ref is upstream's docker://ID.
+	if st.ImageId != img.Image.Id || st.ImageRef != "docker://"+img.Image.Id {
+		t.Errorf("image_id %q image_ref %q, want ImageStatus id %q and docker://%[3]s", st.ImageId, st.ImageRef, img.Image.Id)
 	}
 	if st.Image.GetImage() != busyboxImage {
 		t.Errorf("image = %q, want %q", st.Image.GetImage(), busyboxImage)

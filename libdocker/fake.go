@@ -3,6 +3,7 @@ package libdocker
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -314,20 +315,26 @@ func FakeImage(id, user string, tags ...string) image.InspectResponse {
 	}
 }
 
-// AddImage stores img as if pulled. RepoTags and RepoDigests are normalized the way Docker
-// reports them ("busybox:latest"); a tag already on another image moves to img. It returns
-// the image ID and panics on an invalid tag.
+// AddImage stores img as if built, loaded or imported: it has only the RepoDigests given
+// (a real Docker has none until a pull or push). RepoTags and RepoDigests are normalized the
+// way Docker reports them ("busybox:latest"); a tag already on another image moves to img. It
+// returns the image ID and panics on an invalid tag.
 func (f *Fake) AddImage(img image.InspectResponse) string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.storeImage(clone(img))
 }
 
-// AddPullable makes PullImage(ref) succeed and store img tagged with ref.
+// AddPullable makes PullImage(ref) succeed and store img tagged with ref, with the repo digest
+// a registry gives: REPOSITORY@DIGEST, DIGEST from img.RepoDigests or else derived from its ID.
 func (f *Fake) AddPullable(ref string, img image.InspectResponse) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.pullable[mustFamiliar(ref)] = clone(img)
+	img = clone(img)
+	if img.ID == "" {
+		img.ID = "sha256:" + randomID() // one image however often it is pulled
+	}
+	f.pullable[mustFamiliar(ref)] = img
 }
 
 // SetPullDelay makes each pull take d without progress, to exercise cancellation and the
@@ -570,13 +577,27 @@ func (f *Fake) PullImage(ctx context.Context, ref string, auth registry.AuthConf
 	if !ok {
 		return f.pullNotFound(want)
 	}
+	// Docker records the digest of the manifest it pulled under the repository pulled from.
 	if strings.Contains(want, "@") {
-		img.RepoTags, img.RepoDigests = nil, mergeUnique(img.RepoDigests, []string{want})
+		img.RepoTags, img.RepoDigests = nil, []string{want}
 	} else {
-		img.RepoTags = []string{want}
+		n, _ := reference.ParseNormalizedNamed(want)
+		img.RepoTags, img.RepoDigests = []string{want}, []string{reference.FamiliarName(n) + "@" + manifestDigest(img)}
 	}
 	f.storeImage(clone(img))
 	return nil
+}
+
+// manifestDigest is the digest the fake registry serves img's manifest under: the one in its
+// first RepoDigests, else one derived from its ID, so that every pull of img reports the same.
+func manifestDigest(img image.InspectResponse) string {
+	for _, d := range img.RepoDigests {
+		if _, dg, ok := strings.Cut(d, "@"); ok {
+			return dg
+		}
+	}
+	sum := sha256.Sum256([]byte("manifest of " + img.ID))
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // pullNotFound words the failure as a registry would: a known repository lacks the tag,

@@ -3,6 +3,7 @@ package libdocker
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -403,6 +404,20 @@ func TestPullImage(t *testing.T) {
 	img, err := f.InspectImage(ctx, "registry.k8s.io/pause:3.9")
 	if err != nil || len(img.RepoTags) != 1 || img.RepoTags[0] != "registry.k8s.io/pause:3.9" {
 		t.Fatalf("pulled image: %v %+v", err, img)
+	}
+	// A registry's manifest digest, recorded under the repository, the same at every pull.
+	if len(img.RepoDigests) != 1 || !strings.HasPrefix(img.RepoDigests[0], "registry.k8s.io/pause@sha256:") {
+		t.Errorf("pulled image's RepoDigests %v, want one registry.k8s.io/pause@sha256:...", img.RepoDigests)
+	}
+	if err := f.PullImage(ctx, "registry.k8s.io/pause:3.9", auth, 0); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := f.InspectImage(ctx, "registry.k8s.io/pause:3.9"); again.ID != img.ID || !slices.Equal(again.RepoDigests, img.RepoDigests) {
+		t.Errorf("pulled again: %s %v, want %s %v", again.ID, again.RepoDigests, img.ID, img.RepoDigests)
+	}
+	imported, _ := f.InspectImage(ctx, f.AddImage(FakeImage("", "", "local/built:1")))
+	if len(imported.RepoDigests) != 0 {
+		t.Errorf("an image never pulled has RepoDigests %v", imported.RepoDigests)
 	}
 	for _, tc := range []struct{ ref, text string }{
 		{"registry.k8s.io/pause:9.9", "manifest unknown"},
