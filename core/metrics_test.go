@@ -12,6 +12,8 @@ import (
 
 func TestPodSandboxMetricsMatchTheirDescriptors(t *testing.T) {
 	fake := libdocker.NewFake()
+	// The fs metrics statfs Docker's data root: one of the test's own, not the host's /var/lib/docker.
+	fake.SetDockerRootDir(t.TempDir())
 	s := newTestService(t, fake, Options{})
 	t.Cleanup(s.Close)
 	ctx := context.Background()

@@ -46,6 +46,7 @@ type Fake struct {
 	runtimes      map[string]system.Runtime
 	broken        map[string]bool
 	cgroupDriver  string
+	rootDir       string // Info().DockerRootDir
 	securityOpts  []string
 	containers    map[string]*fakeContainer // by ID
 	images        map[string]*image.InspectResponse
@@ -103,6 +104,7 @@ func NewFake() *Fake {
 		},
 		broken:        map[string]bool{},
 		cgroupDriver:  "cgroupfs",
+		rootDir:       "/var/lib/docker",
 		securityOpts:  []string{"name=seccomp,profile=default", "name=cgroupns"},
 		containers:    map[string]*fakeContainer{},
 		images:        map[string]*image.InspectResponse{},
@@ -159,6 +161,14 @@ func (f *Fake) SetCgroupDriver(driver string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.cgroupDriver = driver
+}
+
+// SetDockerRootDir sets Info().DockerRootDir: tests that read the data root's filesystem point
+// it at a directory of their own (a fresh machine has no /var/lib/docker).
+func (f *Fake) SetDockerRootDir(dir string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rootDir = dir
 }
 
 // SetSecurityOptions sets Info().SecurityOptions.
@@ -771,7 +781,7 @@ func (f *Fake) Info(ctx context.Context) (system.Info, error) {
 	info := system.Info{
 		ID: "FAKE:DOCKER", Name: "fake-docker", ServerVersion: f.engine,
 		OSType: "linux", OperatingSystem: "Fake Linux", Architecture: "x86_64", KernelVersion: "6.1.0-fake",
-		Driver: "overlay2", DockerRootDir: "/var/lib/docker", CgroupDriver: f.cgroupDriver, CgroupVersion: "2",
+		Driver: "overlay2", DockerRootDir: f.rootDir, CgroupDriver: f.cgroupDriver, CgroupVersion: "2",
 		DefaultRuntime: f.defaultRT, Runtimes: map[string]system.RuntimeWithStatus{},
 		SecurityOptions: slices.Clone(f.securityOpts), Images: len(f.images), Containers: len(f.containers),
 	}
