@@ -376,6 +376,12 @@ if wait_for 90 pod_running e2e-wrapped; then
   sid=$(crictl pods --name '^e2e-wrapped$' --namespace "$NS" --state ready -q)
   sid=$(dockerp inspect -f '{{.Id}}' "$sid" 2>/dev/null || true)
   [[ -n $cid && -n $sid ]] || fail "cannot find the sandbox ($sid) or container ($cid) of e2e-wrapped"
+  # The kubelet copies ContainerStatus.image_ref into the pod's imageID: upstream's form, here
+  # docker://sha256:ID (a locally built image has no repo digest).
+  podimg=$(kubectl get pod e2e-wrapped -o 'jsonpath={.status.containerStatuses[0].imageID}')
+  imgid=$(dockerp inspect -f '{{.Image}}' "$cid" 2>/dev/null || true)
+  [[ -n $imgid && $podimg == "docker://$imgid" ]] && pass "pod status imageID is upstream's docker://sha256:... form" ||
+    fail "pod status imageID $podimg, want docker://$imgid"
   for what in sandbox:$sid container:$cid; do
     kind=${what%%:*} id=${what#*:}
     [[ -n $id ]] || continue
