@@ -5,6 +5,8 @@
 # N counts the commits so later builds sort higher. "~" sorts before the release in dpkg and
 # rpm (0.5.0~dev.9 < 0.5.0) and BASE is above upstream cri-dockerd's 0.4.x, so our packages
 # upgrade theirs. Commits after a tag give X.Y.Z+N.gHASH; uncommitted changes add ".dirty".
+# A tag below BASE is ignored: after a release VERSION moves on to the next one, and upstream's
+# tags (v0.4.3) fetched into a clone must not win.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 base=$(tr -d ' \n' < VERSION)
@@ -13,7 +15,11 @@ if ! git rev-parse --verify -q HEAD >/dev/null 2>&1; then
   exit 0
 fi
 hash=$(git rev-parse --short=7 HEAD)
-if tag=$(git describe --tags --match 'v[0-9]*' --abbrev=0 2>/dev/null); then
+tag=$(git describe --tags --match 'v[0-9]*' --abbrev=0 2>/dev/null) || tag=
+if [[ -n $tag && $(printf '%s\n' "$base" "${tag#v}" | sort -V | head -n1) != "$base" ]]; then
+  tag=
+fi
+if [[ -n $tag ]]; then
   v=${tag#v}
   v=${v//-/\~}       # a pre-release tag v1.0.0-rc.1 sorts before 1.0.0: 1.0.0~rc.1
   n=$(git rev-list --count "$tag..HEAD")
