@@ -94,6 +94,7 @@ for arch in amd64 arm64; do
   [[ $(sha256sum < "$x/deb/usr/bin/cri-dockerd") == "$sum" ]] || fail "$deb: /usr/bin/cri-dockerd differs from the tgz's"
   [[ $(sha256sum < "$x/rpm/usr/bin/cri-dockerd") == "$sum" ]] || fail "$rpmf: /usr/bin/cri-dockerd differs from the tgz's"
   [[ $(dpkg-deb -f "$deb" Architecture) == "$arch" ]] || fail "$deb: Architecture $(dpkg-deb -f "$deb" Architecture)"
+  [[ $(dpkg-deb -f "$deb" Depends) == "docker.io | docker-ce | moby-engine" ]] || fail "$deb: Depends $(dpkg-deb -f "$deb" Depends)"
   log "$arch: tgz layout ok, $want ELF, same binary in tgz, deb and rpm"
 done
 
@@ -139,14 +140,24 @@ for rarch in x86_64 aarch64; do
   done
   [[ $(q -L) == /usr/share/licenses/cri-dockerd/LICENSE ]] || fail "$rpmf: license files $(q -L)"
   for s in postin preun postun; do
-    [[ -n $(q --qf "%{${s^^}}") && $(q --qf "%{${s^^}}") != '(none)' ]] || fail "$rpmf has no %$s script"
+    script=$(q --qf "%{${s^^}}")
+    [[ -n $script && $script != '(none)' ]] || fail "$rpmf has no %$s script"
+    sh -n <<<"$script" || fail "$rpmf: %$s is not valid sh"
   done
+  rpm -K --nosignature "$rpmf" >/dev/null || fail "$rpmf: digests"
 done
+# rpm itself accepts the package: installed into an empty root (no scripts: there is no shell).
+rroot=$WORK/rpmroot
+rpm --root "$rroot" --initdb
+rpm --root "$rroot" -i --force-debian --nodeps --noscripts --nosignature "$DIST/cri-dockerd-$VERSION-1.x86_64.rpm" ||
+  fail "rpm -i of the x86_64 rpm into an empty root"
+[[ -x $rroot/usr/bin/cri-dockerd && -f $rroot/usr/lib/systemd/system/cri-docker.socket ]] || fail "rpm -i put no binary or units"
+rpm --root "$rroot" -V --nodeps cri-dockerd || fail "rpm -V after installing into an empty root"
 rpmcmp() { rpm --eval "%{lua: print(rpm.ver('$1') > rpm.ver('$2') and 'gt' or 'le')}"; }
 for up in 3:0.4.3-3.el8 3:0.4.3-3.fc36 3:0.4.99-3; do
   [[ $(rpmcmp "3:$VERSION-1" "$up") == gt ]] || fail "rpm sorts 3:$VERSION-1 below upstream's $up"
 done
-log "rpm: 3:$VERSION-1 > upstream 3:0.4.3-3.el8, requires /usr/bin/dockerd, no config files"
+log "rpm: 3:$VERSION-1 > upstream 3:0.4.3-3.el8, requires /usr/bin/dockerd, no config files; rpm -i into an empty root and rpm -V pass"
 for up in 0.4.3 0.4.3.3-0.debian-bookworm 0.4.3~3-0~debian-bookworm 0.4.99; do
   dpkg --compare-versions "$VERSION" gt "$up" || fail "dpkg sorts $VERSION below upstream's $up"
 done
@@ -216,6 +227,7 @@ check_installed() {
 }
 enabled() { [[ -L $WANTS && $(readlink "$WANTS") == /lib/systemd/system/cri-docker.socket ]]; }
 
+[[ ! -d $R/run/systemd/system ]] || fail "the Debian root looks like a running systemd"
 check_installed "the first install"
 enabled || fail "cri-docker.socket is not enabled after the first install ($WANTS)"
 log "first install: binary prints $VERSION, units, docs, license in place; socket enabled"
