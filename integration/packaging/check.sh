@@ -214,7 +214,8 @@ check_installed() {
   [[ -x $R/usr/bin/cri-dockerd ]] || fail "no /usr/bin/cri-dockerd after $1"
   local v
   v=$(in_root /usr/bin/cri-dockerd --version) || fail "cri-dockerd --version failed in the root"
-  grep -qF "cri-dockerd $VERSION " <<<"$v" || fail "cri-dockerd --version prints '$v', want version $VERSION"
+  # One of the words it prints is exactly the version (upstream's form: "cri-dockerd 0.4.3 (hash)").
+  tr -s ' \t' '\n' <<<"$v" | grep -qxF -- "$VERSION" || fail "cri-dockerd --version prints '$v', want version $VERSION"
   [[ $(in_root dpkg-query -W -f='${Version}' cri-dockerd) == "$VERSION" ]] ||
     fail "package version $(in_root dpkg-query -W -f='${Version}' cri-dockerd), binary $VERSION"
   for f in /lib/systemd/system/cri-docker.service /lib/systemd/system/cri-docker.socket \
