@@ -4,7 +4,7 @@
 # files (systemd-analyze verify, which must also reject broken units), the rpm metadata, and the
 # amd64 .deb installed with apt into a fresh Debian 12 root (debootstrap), where apt satisfies
 # its Docker dependency with docker.io. Then upgrade, removal, reinstall and purge in that root.
-# The root is cached as a tarball in /var/cache/cri-dockerd-ci (built once, about 2 minutes);
+# The root is cached as a tarball in /var/cache/cri-dockerd-ci (built once, under a minute);
 # each run extracts a new copy and removes it. Needs root. Idempotent on a fresh Debian 12.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
