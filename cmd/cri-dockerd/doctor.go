@@ -27,11 +27,11 @@ func newDoctorCommand(cfg *config.Config, configFile *string) *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "text" && output != "json" {
-				return fmt.Errorf("--output %q: want text or json", output)
+				return usageError{command: cmd.CommandPath(), err: fmt.Errorf("--output %q: want text or json", output)}
 			}
 			if *configFile != "" {
 				if err := config.LoadFile(*configFile, cmd.Flags()); err != nil {
-					return err
+					return usageError{command: cmd.CommandPath(), err: err}
 				}
 			}
 			docker, err := libdocker.New(libdocker.Options{Endpoint: cfg.DockerEndpoint, RequestTimeout: cfg.RuntimeRequestTimeout})

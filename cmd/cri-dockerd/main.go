@@ -38,7 +38,8 @@ func run(root *cobra.Command, args []string, stderr io.Writer) int {
 	return 1
 }
 
-// usageError is a mistake on the command line (an unknown or malformed flag, a stray argument).
+// usageError is a mistake in the settings (an unknown or malformed flag, a stray argument, a
+// value that does not validate, a bad config file): the hint to --help follows it.
 type usageError struct {
 	command string
 	err     error
@@ -74,11 +75,11 @@ func newRootCommand() *cobra.Command {
 			}
 			if configFile != "" {
 				if err := config.LoadFile(configFile, cmd.Flags()); err != nil {
-					return err
+					return usageError{command: cmd.CommandPath(), err: err}
 				}
 			}
 			if err := cfg.Validate(); err != nil {
-				return err
+				return usageError{command: cmd.CommandPath(), err: err}
 			}
 			return serve(cmd.Context(), cfg)
 		},

@@ -18,9 +18,10 @@ func TestCommandLineErrorsReachStderr(t *testing.T) {
 		{[]string{"--pod-cidr"}, []string{"flag needs an argument: --pod-cidr", "--help"}},
 		{[]string{"--ipv6-dual-stack=maybe"}, []string{`"--ipv6-dual-stack"`, "--help"}},
 		{[]string{"serve-please"}, []string{`unexpected argument "serve-please"`, "--help"}},
-		{[]string{"--hairpin-mode=on"}, []string{`--hairpin-mode "on"`}},
-		{[]string{"--container-runtime-endpoint=tcp://127.0.0.1:3735"}, []string{"tcp endpoints are not served on Linux"}},
-		{[]string{"--config=/nonexistent/cri-dockerd.yaml"}, []string{"config file", "/nonexistent/cri-dockerd.yaml"}},
+		{[]string{"--hairpin-mode=on"}, []string{`--hairpin-mode "on"`, "Run 'cri-dockerd --help'"}},
+		{[]string{"--container-runtime-endpoint=tcp://127.0.0.1:3735"}, []string{"tcp endpoints are not served on Linux", "--help"}},
+		{[]string{"--config=/nonexistent/cri-dockerd.yaml"}, []string{"config file", "/nonexistent/cri-dockerd.yaml", "--help"}},
+		{[]string{"doctor", "--output=xml"}, []string{`--output "xml"`, "Run 'cri-dockerd doctor --help'"}},
 		{[]string{"doctor", "--bogus"}, []string{"unknown flag: --bogus", "Run 'cri-dockerd doctor --help'"}},
 	} {
 		var stderr bytes.Buffer
