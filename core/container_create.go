@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"strings"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/strslice"
@@ -122,15 +121,11 @@ func (s *Service) containerDockerConfig(ctx context.Context, sandboxID string, r
 		OpenStdin:  cfg.Stdin,
 		StdinOnce:  cfg.StdinOnce,
 	}
-	hostCfg := &container.HostConfig{
-		Runtime: rt.DockerRuntime,
-		Binds:   binds(cfg.Mounts),
-	}
-	rro, err := s.recursiveReadOnlyMounts(cfg.Mounts)
+	binds, mounts, err := s.hostMounts(ctx, cfg.Mounts)
 	if err != nil {
 		return nil, nil, err
 	}
-	hostCfg.Mounts = append(hostCfg.Mounts, rro...)
+	hostCfg := &container.HostConfig{Runtime: rt.DockerRuntime, Binds: binds, Mounts: mounts}
 	sandboxNS := sandboxCfg.GetLinux().GetSecurityContext().GetNamespaceOptions()
 	if err := s.applyNamespaces(ctx, hostCfg, sandboxID, sandboxNS, cfg.GetLinux().GetSecurityContext().GetNamespaceOptions()); err != nil {
 		return nil, nil, err
@@ -145,33 +140,4 @@ func (s *Service) containerDockerConfig(ctx context.Context, sandboxID string, r
 		return nil, nil, err
 	}
 	return containerCfg, hostCfg, nil
-}
-
-// binds turns CRI mounts into Docker bind specs: host:container[:options].
-func binds(mounts []*runtimeapi.Mount) []string {
-	out := make([]string, 0, len(mounts))
-	for _, m := range mounts {
-		if m.GetImage().GetImage() != "" || m.RecursiveReadOnly {
-			continue // image volumes (image_volume.go) and recursive read-only mounts (container_mounts.go)
-		}
-		var opts []string
-		if m.Readonly {
-			opts = append(opts, "ro")
-		}
-		switch m.Propagation {
-		case runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER:
-			opts = append(opts, "rslave")
-		case runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL:
-			opts = append(opts, "rshared")
-		}
-		if m.SelinuxRelabel {
-			opts = append(opts, "Z")
-		}
-		bind := m.HostPath + ":" + m.ContainerPath
-		if len(opts) > 0 {
-			bind += ":" + strings.Join(opts, ",")
-		}
-		out = append(out, bind)
-	}
-	return out
 }

@@ -1,58 +1,141 @@
 package core
 
 import (
+	"context"
 	"strconv"
 	"strings"
 
 	"github.com/docker/docker/api/types/mount"
-	"github.com/docker/docker/api/types/versions"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// apiRecursiveReadOnly is the first Engine API (Docker 25) with bind mounts that are read-only
-// all the way down (BindOptions.ReadOnlyForceRecursive); the kernel needs mount_setattr (5.12).
-const apiRecursiveReadOnly = "1.44"
-
-// recursiveReadOnlyMounts gives Docker the mounts that must be read-only recursively (their
-// submounts too), which a bind spec string cannot say, and refuses mount options Docker cannot
-// honour rather than ignore them. The other host-path mounts are binds (see binds).
-func (s *Service) recursiveReadOnlyMounts(mounts []*runtimeapi.Mount) ([]mount.Mount, error) {
+// hostMounts turns the CRI's host-path mounts into Docker binds (host:ctr[:options]) and
+// mounts, with containerd's semantics on every engine:
+//
+//	readonly  recursive_read_only  what the container gets
+//	false     false                rbind, read-write, the propagation asked
+//	true      false                rbind, only the mount itself read-only (submounts keep theirs)
+//	true      true                 rbind, read-only all the way down; private propagation only
+//	false     true                 refused
+//
+// From Engine API 1.44 a read-only bind spec ("ro") is made recursively read-only, so read-only
+// mounts go as mounts with ReadOnlyNonRecursive there. SELinux relabel exists only for binds:
+// where SELinux is off (relabel is a no-op, as in containerd) it is not needed; where it is on,
+// a relabelled read-only mount stays a bind, and Docker makes it recursive (said once).
+// Image volumes are image_volume.go's.
+func (s *Service) hostMounts(ctx context.Context, mounts []*runtimeapi.Mount) ([]string, []mount.Mount, error) {
+	engine := s.engine()
+	selinux := false
+	for _, m := range mounts {
+		if m.SelinuxRelabel && m.Readonly && engine.readOnlyModes {
+			selinux = s.selinuxEnabled(ctx)
+			break
+		}
+	}
+	var binds []string
 	var out []mount.Mount
 	for _, m := range mounts {
 		if len(m.UidMappings) > 0 || len(m.GidMappings) > 0 {
-			return nil, status.Errorf(codes.Unimplemented, "mount %q -> %q: idmapped mounts need a user namespace per pod, which Docker cannot give", m.HostPath, m.ContainerPath)
+			return nil, nil, status.Errorf(codes.Unimplemented, "mount %q -> %q: idmapped mounts need a user namespace per pod, which Docker cannot give", m.HostPath, m.ContainerPath)
 		}
-		if !m.RecursiveReadOnly || m.GetImage().GetImage() != "" {
+		if m.GetImage().GetImage() != "" {
 			continue
 		}
-		// As containerd: recursive read-only makes sense only for a read-only, private mount.
-		if !m.Readonly {
-			return nil, invalidf("mount %q -> %q: recursive_read_only needs readonly", m.HostPath, m.ContainerPath)
+		if m.RecursiveReadOnly {
+			rro, err := recursiveReadOnlyMount(m, engine, selinux)
+			if err != nil {
+				return nil, nil, err
+			}
+			out = append(out, rro)
+			continue
 		}
-		if m.Propagation != runtimeapi.MountPropagation_PROPAGATION_PRIVATE {
-			return nil, invalidf("mount %q -> %q: recursive_read_only needs private propagation, not %s", m.HostPath, m.ContainerPath, m.Propagation)
+		if m.Readonly && engine.readOnlyModes {
+			if !(m.SelinuxRelabel && selinux) {
+				out = append(out, mount.Mount{
+					Type: mount.TypeBind, Source: m.HostPath, Target: m.ContainerPath, ReadOnly: true,
+					BindOptions: &mount.BindOptions{Propagation: dockerPropagation(m.Propagation), ReadOnlyNonRecursive: true, CreateMountpoint: true},
+				})
+				continue
+			}
+			s.warnOnce("rro-selinux", "Docker Engine API %s makes read-only binds recursively read-only and cannot relabel a mount for SELinux otherwise: read-only mounts with SELinux relabel are read-only all the way down on this node", engine.apiVersion)
 		}
-		if v := s.docker.APIVersion(); versions.LessThan(v, apiRecursiveReadOnly) {
-			return nil, status.Errorf(codes.Unimplemented, "mount %q -> %q: recursive read-only mounts need Docker 25 (Engine API %s); this Docker speaks %s", m.HostPath, m.ContainerPath, apiRecursiveReadOnly, v)
-		}
-		if m.SelinuxRelabel {
-			return nil, status.Errorf(codes.Unimplemented, "mount %q -> %q: Docker cannot relabel a recursive read-only mount for SELinux", m.HostPath, m.ContainerPath)
-		}
-		out = append(out, mount.Mount{
-			Type: mount.TypeBind, Source: m.HostPath, Target: m.ContainerPath, ReadOnly: true,
-			BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate, ReadOnlyForceRecursive: true},
-		})
+		binds = append(binds, bindSpec(m))
 	}
-	return out, nil
+	return binds, out, nil
+}
+
+// recursiveReadOnlyMount is a mount read-only all the way down, which a bind spec cannot say.
+// As containerd: it makes sense only for a read-only, private mount.
+func recursiveReadOnlyMount(m *runtimeapi.Mount, engine engineFeatures, selinux bool) (mount.Mount, error) {
+	switch {
+	case !m.Readonly:
+		return mount.Mount{}, invalidf("mount %q -> %q: recursive_read_only needs readonly", m.HostPath, m.ContainerPath)
+	case m.Propagation != runtimeapi.MountPropagation_PROPAGATION_PRIVATE:
+		return mount.Mount{}, invalidf("mount %q -> %q: recursive_read_only needs private propagation, not %s", m.HostPath, m.ContainerPath, m.Propagation)
+	case !engine.readOnlyModes:
+		return mount.Mount{}, status.Errorf(codes.Unimplemented, "mount %q -> %q: recursive read-only mounts need Docker 25 (Engine API %s); this Docker speaks %s", m.HostPath, m.ContainerPath, apiReadOnlyModes, engine.apiVersion)
+	case m.SelinuxRelabel && selinux:
+		return mount.Mount{}, status.Errorf(codes.Unimplemented, "mount %q -> %q: Docker cannot relabel a recursive read-only mount for SELinux, and SELinux is on", m.HostPath, m.ContainerPath)
+	}
+	return mount.Mount{
+		Type: mount.TypeBind, Source: m.HostPath, Target: m.ContainerPath, ReadOnly: true,
+		BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate, ReadOnlyForceRecursive: true, CreateMountpoint: true},
+	}, nil
+}
+
+// bindSpec is a Docker bind: host:container[:options].
+func bindSpec(m *runtimeapi.Mount) string {
+	var opts []string
+	if m.Readonly {
+		opts = append(opts, "ro")
+	}
+	switch m.Propagation {
+	case runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER:
+		opts = append(opts, "rslave")
+	case runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL:
+		opts = append(opts, "rshared")
+	}
+	if m.SelinuxRelabel {
+		opts = append(opts, "Z")
+	}
+	bind := m.HostPath + ":" + m.ContainerPath
+	if len(opts) > 0 {
+		bind += ":" + strings.Join(opts, ",")
+	}
+	return bind
+}
+
+func dockerPropagation(p runtimeapi.MountPropagation) mount.Propagation {
+	switch p {
+	case runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER:
+		return mount.PropagationRSlave
+	case runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL:
+		return mount.PropagationRShared
+	}
+	return mount.PropagationRPrivate
+}
+
+// selinuxEnabled reports whether Docker runs with SELinux (its security options say so).
+func (s *Service) selinuxEnabled(ctx context.Context) bool {
+	info, err := s.runtimes.get(ctx)
+	if err != nil {
+		return true // unknown: keep the relabel, which is what the pod asked for
+	}
+	for _, opt := range info.SecurityOptions {
+		if opt == "name=selinux" {
+			return true
+		}
+	}
+	return false
 }
 
 // recursiveReadOnlySupported reports whether the node can make mounts read-only recursively
 // with the Docker runtime dockerRuntime ("" is Docker's default): Docker 25, a kernel with
 // mount_setattr, and runc, whose support is known (other runtimes report nothing to Docker).
 func recursiveReadOnlySupported(info *dockerInfo, dockerRuntime string) bool {
-	if versions.LessThan(info.APIVersion, apiRecursiveReadOnly) || !kernelAtLeast(info.KernelVersion, 5, 12) {
+	if !featuresOf(info.APIVersion).readOnlyModes || !kernelAtLeast(info.KernelVersion, 5, 12) {
 		return false
 	}
 	if dockerRuntime == "" {

@@ -2,9 +2,11 @@ package core
 
 import (
 	"context"
-	"slices"
+	"fmt"
+	"reflect"
 	"testing"
 
+	"github.com/docker/docker/api/types/mount"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -45,11 +47,11 @@ func TestRecursiveReadOnlyMounts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(c.HostConfig.Binds, []string{"/etc/app:/etc/app:ro"}) {
-		t.Errorf("Binds %q, want only the plain read-only mount", c.HostConfig.Binds)
+	if len(c.HostConfig.Binds) != 0 {
+		t.Errorf("Binds %q: API 1.44 makes a read-only bind recursive, want mounts only", c.HostConfig.Binds)
 	}
-	if len(c.HostConfig.Mounts) != 1 {
-		t.Fatalf("Mounts %+v, want the recursive read-only one", c.HostConfig.Mounts)
+	if len(c.HostConfig.Mounts) != 2 {
+		t.Fatalf("Mounts %+v, want the recursive and the non-recursive read-only ones", c.HostConfig.Mounts)
 	}
 	m := c.HostConfig.Mounts[0]
 	if m.Source != data || m.Target != "/data" || !m.ReadOnly || m.BindOptions == nil || !m.BindOptions.ReadOnlyForceRecursive {
@@ -92,6 +94,82 @@ func TestKernelAtLeast(t *testing.T) {
 	} {
 		if got := kernelAtLeast(release, 5, 12); got != want {
 			t.Errorf("kernelAtLeast(%q, 5, 12) = %v, want %v", release, got, want)
+		}
+	}
+}
+
+// Host-path mounts have containerd's semantics on every engine: before API 1.44 a "ro" bind
+// is read-only at the top only; from 1.44 Docker would make it recursive, so read-only mounts
+// go as mounts with ReadOnlyNonRecursive. SELinux relabel needs a bind only where SELinux is on.
+func TestHostMountsMatchContainerdOnEveryEngine(t *testing.T) {
+	const (
+		private = runtimeapi.MountPropagation_PROPAGATION_PRIVATE
+		slave   = runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER
+		shared  = runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL
+	)
+	type want struct {
+		bind  string       // the Docker bind, or
+		mount *mount.Mount // the Docker mount
+		code  codes.Code   // or the refusal
+	}
+	m := func(ro bool, prop mount.Propagation, nonRec, forceRec bool) *mount.Mount {
+		return &mount.Mount{Type: mount.TypeBind, Source: "/h", Target: "/c", ReadOnly: ro,
+			BindOptions: &mount.BindOptions{Propagation: prop, ReadOnlyNonRecursive: nonRec, ReadOnlyForceRecursive: forceRec, CreateMountpoint: true}}
+	}
+	for _, tc := range []struct {
+		api     string
+		selinux bool
+		ro, rro bool
+		relabel bool
+		prop    runtimeapi.MountPropagation
+		want    want
+	}{
+		// Docker 20.10: bind specs say everything but recursive read-only.
+		{api: "1.41", prop: private, want: want{bind: "/h:/c"}},
+		{api: "1.41", prop: slave, want: want{bind: "/h:/c:rslave"}},
+		{api: "1.41", prop: shared, want: want{bind: "/h:/c:rshared"}},
+		{api: "1.41", ro: true, prop: private, want: want{bind: "/h:/c:ro"}},
+		{api: "1.41", ro: true, prop: slave, want: want{bind: "/h:/c:ro,rslave"}},
+		{api: "1.41", ro: true, relabel: true, prop: private, want: want{bind: "/h:/c:ro,Z"}},
+		{api: "1.41", ro: true, rro: true, prop: private, want: want{code: codes.Unimplemented}},
+		{api: "1.41", rro: true, prop: private, want: want{code: codes.InvalidArgument}},
+		// Docker 25+: read-write stays a bind; read-only becomes a non-recursive mount.
+		{api: "1.44", prop: shared, want: want{bind: "/h:/c:rshared"}},
+		{api: "1.51", relabel: true, prop: private, want: want{bind: "/h:/c:Z"}},
+		{api: "1.44", ro: true, prop: private, want: want{mount: m(true, mount.PropagationRPrivate, true, false)}},
+		{api: "1.51", ro: true, prop: slave, want: want{mount: m(true, mount.PropagationRSlave, true, false)}},
+		{api: "1.51", ro: true, prop: shared, want: want{mount: m(true, mount.PropagationRShared, true, false)}},
+		{api: "1.51", ro: true, relabel: true, prop: private, want: want{mount: m(true, mount.PropagationRPrivate, true, false)}},
+		{api: "1.51", selinux: true, ro: true, relabel: true, prop: private, want: want{bind: "/h:/c:ro,Z"}},
+		{api: "1.51", ro: true, rro: true, prop: private, want: want{mount: m(true, mount.PropagationRPrivate, false, true)}},
+		{api: "1.51", ro: true, rro: true, relabel: true, prop: private, want: want{mount: m(true, mount.PropagationRPrivate, false, true)}},
+		{api: "1.51", selinux: true, ro: true, rro: true, relabel: true, prop: private, want: want{code: codes.Unimplemented}},
+		{api: "1.51", ro: true, rro: true, prop: slave, want: want{code: codes.InvalidArgument}},
+		{api: "1.51", rro: true, prop: private, want: want{code: codes.InvalidArgument}},
+	} {
+		name := fmt.Sprintf("api %s selinux=%v ro=%v rro=%v relabel=%v %s", tc.api, tc.selinux, tc.ro, tc.rro, tc.relabel, tc.prop)
+		fake := libdocker.NewFake()
+		fake.SetAPIVersion(tc.api)
+		if tc.selinux {
+			fake.SetSecurityOptions("name=seccomp,profile=builtin", "name=selinux")
+		}
+		s := newTestService(t, fake, Options{})
+		binds, mounts, err := s.hostMounts(context.Background(), []*runtimeapi.Mount{{HostPath: "/h", ContainerPath: "/c", Readonly: tc.ro, RecursiveReadOnly: tc.rro, SelinuxRelabel: tc.relabel, Propagation: tc.prop}})
+		switch {
+		case tc.want.code != codes.OK:
+			if status.Code(err) != tc.want.code {
+				t.Errorf("%s: %v, want %v", name, err, tc.want.code)
+			}
+		case err != nil:
+			t.Errorf("%s: %v", name, err)
+		case tc.want.bind != "":
+			if len(binds) != 1 || binds[0] != tc.want.bind || len(mounts) != 0 {
+				t.Errorf("%s: binds %q mounts %+v, want bind %q", name, binds, mounts, tc.want.bind)
+			}
+		default:
+			if len(binds) != 0 || len(mounts) != 1 || !reflect.DeepEqual(mounts[0], *tc.want.mount) {
+				t.Errorf("%s: binds %q mounts %+v, want mount %+v (%+v)", name, binds, mounts, *tc.want.mount, tc.want.mount.BindOptions)
+			}
 		}
 	}
 }

@@ -7,18 +7,9 @@ import (
 	"sync"
 
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/versions"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-)
-
-// Engine API versions of features this file uses.
-const (
-	// apiAnnotations: HostConfig.Annotations reach the OCI spec (Docker 24).
-	apiAnnotations = "1.43"
-	// apiCDI: CDI device requests (Docker 25, behind the cdi feature until Docker 28).
-	apiCDI = "1.44"
 )
 
 // OCI annotations that tell VM-based runtimes (Kata, gVisor) what a container is, with the
@@ -142,8 +133,8 @@ func (s *Service) applyDevices(hc *container.HostConfig, devices []*runtimeapi.D
 	if len(cdi) == 0 {
 		return nil
 	}
-	if v := s.docker.APIVersion(); versions.LessThan(v, apiCDI) {
-		return status.Errorf(codes.FailedPrecondition, "CDI devices need Docker Engine API %s or newer with CDI enabled; this daemon speaks %s", apiCDI, v)
+	if e := s.engine(); !e.cdi {
+		return status.Errorf(codes.FailedPrecondition, "CDI devices need Docker Engine API %s or newer with CDI enabled; this daemon speaks %s", apiCDI, e.apiVersion)
 	}
 	ids := make([]string, 0, len(cdi))
 	for _, d := range cdi {
@@ -156,11 +147,20 @@ func (s *Service) applyDevices(hc *container.HostConfig, devices []*runtimeapi.D
 	return nil
 }
 
+// annotationsReachRuntimes reports whether HostConfig.Annotations reach the OCI spec, and warns
+// once where they do not.
+func (s *Service) annotationsReachRuntimes() bool {
+	e := s.engine()
+	if !e.annotations {
+		s.warnOnce("annotations", "Docker Engine API %s < %s: OCI annotations (io.kubernetes.cri.*: pod identity and resources) do not reach runtimes; VM-based runtimes size their VMs without them", e.apiVersion, apiAnnotations)
+	}
+	return e.annotations
+}
+
 // applyContainerAnnotations tells the runtime which pod a container belongs to, through OCI
 // annotations, as containerd does for VM-based runtimes. Daemons before API 1.43 drop them.
 func (s *Service) applyContainerAnnotations(hc *container.HostConfig, sandboxID string, cfg *runtimeapi.ContainerConfig, sandboxCfg *runtimeapi.PodSandboxConfig) {
-	if v := s.docker.APIVersion(); versions.LessThan(v, apiAnnotations) {
-		s.warnOnce("annotations", "Docker Engine API %s < %s: OCI annotations (io.kubernetes.cri.*: pod identity and resources) do not reach runtimes; VM-based runtimes size their VMs without them", v, apiAnnotations)
+	if !s.annotationsReachRuntimes() {
 		return
 	}
 	m := sandboxCfg.GetMetadata()
@@ -181,8 +181,7 @@ func (s *Service) applyContainerAnnotations(hc *container.HostConfig, sandboxID 
 // from them, the pod's resources and overhead. It returns nil when the daemon cannot pass
 // annotations (API < 1.43).
 func (s *Service) sandboxAnnotations(cfg *runtimeapi.PodSandboxConfig) map[string]string {
-	if v := s.docker.APIVersion(); versions.LessThan(v, apiAnnotations) {
-		s.warnOnce("annotations", "Docker Engine API %s < %s: OCI annotations (io.kubernetes.cri.*: pod identity and resources) do not reach runtimes; VM-based runtimes size their VMs without them", v, apiAnnotations)
+	if !s.annotationsReachRuntimes() {
 		return nil
 	}
 	m := cfg.GetMetadata()

@@ -61,9 +61,15 @@ func (s *Service) applySecurityContext(ctx context.Context, cc *container.Config
 	if sc.NoNewPrivs {
 		hc.SecurityOpt = append(hc.SecurityOpt, "no-new-privileges")
 	}
-	seccomp, err := seccompSecurityOpt(sc.Seccomp, sc.SeccompProfilePath)
-	if err != nil {
-		return err
+	// A privileged container runs without a seccomp filter, whatever profile it names, as in
+	// containerd (critest: "runtime should ignore a seccomp profile ... when privileged").
+	// Docker 20.10 ignored the profile of a privileged container; Docker 28+ applies it.
+	seccomp := "seccomp=" + profileUnconfined
+	if !sc.Privileged {
+		var err error
+		if seccomp, err = seccompSecurityOpt(sc.Seccomp, sc.SeccompProfilePath); err != nil {
+			return err
+		}
 	}
 	if seccomp != "" {
 		hc.SecurityOpt = append(hc.SecurityOpt, seccomp)

@@ -444,3 +444,35 @@ func TestPrivilegedWithoutHostDevicesPerHandler(t *testing.T) {
 		t.Errorf("default handler: Privileged %v MaskedPaths %#v, want Docker's privileged mode", runc.HostConfig.Privileged, runc.HostConfig.MaskedPaths)
 	}
 }
+
+// A privileged container runs unconfined whatever seccomp profile it names (Docker 28+ would
+// apply it; containerd ignores it), runtime default and localhost alike.
+func TestPrivilegedContainerIgnoresItsSeccompProfile(t *testing.T) {
+	fake := libdocker.NewFake()
+	s := newTestService(t, fake, Options{})
+	profile := filepath.Join(t.TempDir(), "block-hostname.json")
+	if err := os.WriteFile(profile, []byte(`{"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [{"names": ["sethostname"], "action": "SCMP_ACT_ERRNO"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []*runtimeapi.SecurityProfile{
+		{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: profile},
+		{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault},
+	} {
+		c, err := createWith(t, s, fake, func(cfg *runtimeapi.ContainerConfig) {
+			securityCtx(cfg).Privileged = true
+			securityCtx(cfg).Seccomp = p
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var seccomp []string
+		for _, opt := range c.HostConfig.SecurityOpt {
+			if strings.HasPrefix(opt, "seccomp=") {
+				seccomp = append(seccomp, opt)
+			}
+		}
+		if len(seccomp) != 1 || seccomp[0] != "seccomp=unconfined" {
+			t.Errorf("privileged container with seccomp %v: security options %q, want only seccomp=unconfined", p.ProfileType, c.HostConfig.SecurityOpt)
+		}
+	}
+}

@@ -34,7 +34,6 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/mount"
-	"github.com/docker/docker/api/types/versions"
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
@@ -48,8 +47,6 @@ import (
 const (
 	// imageVolumesLabel holds a container's image volumes (imageVolumeSet, JSON).
 	imageVolumesLabel = ourLabelPrefix + "image-volumes"
-	// imageMountAPIVersion is the first Engine API version (Docker 28) with mounts of type image.
-	imageMountAPIVersion = "1.48"
 	// imageVolumesDir is the directory under the root directory that holds our own mounts.
 	imageVolumesDir = "image-volumes"
 	// imageVolumeReapInterval is how often the mounts of containers removed without
@@ -332,7 +329,7 @@ func (v *imageVolumes) prepare(ctx context.Context, name string, mounts []*runti
 		return nil, nil
 	}
 	apiVersion := v.docker.APIVersion()
-	native := versions.GreaterThanOrEqualTo(apiVersion, imageMountAPIVersion)
+	native := featuresOf(apiVersion).imageMounts
 	images := make([]*image.InspectResponse, len(vols))
 	for i, m := range vols {
 		img, err := v.docker.InspectImage(ctx, m.Image.Image)
@@ -344,7 +341,7 @@ func (v *imageVolumes) prepare(ctx context.Context, name string, mounts []*runti
 		}
 		if !native {
 			if driver := img.GraphDriver.Name; driver != "overlay2" {
-				return nil, status.Errorf(codes.FailedPrecondition, "image volume %q at %q: Docker's storage driver is %q and its Engine API %s has no image mounts: image volumes need the overlay2 storage driver or Docker >= 28 (Engine API %s)", m.Image.Image, m.ContainerPath, driver, apiVersion, imageMountAPIVersion)
+				return nil, status.Errorf(codes.FailedPrecondition, "image volume %q at %q: Docker's storage driver is %q and its Engine API %s has no image mounts: image volumes need the overlay2 storage driver or Docker >= 28 (Engine API %s)", m.Image.Image, m.ContainerPath, driver, apiVersion, apiImageMounts)
 			}
 			if v.dir == "" {
 				return nil, status.Errorf(codes.FailedPrecondition, "image volume %q at %q: Docker's Engine API %s has no image mounts and cri-dockerd has no root directory to mount images in", m.Image.Image, m.ContainerPath, apiVersion)

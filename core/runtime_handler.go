@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/system"
-	"github.com/docker/docker/api/types/versions"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -57,7 +56,7 @@ func (i *dockerInfo) knows(runtime string) bool {
 	if _, ok := i.Runtimes[runtime]; ok {
 		return true
 	}
-	return shimName.MatchString(runtime) && versions.GreaterThanOrEqualTo(i.APIVersion, "1.42")
+	return shimName.MatchString(runtime) && featuresOf(i.APIVersion).shimNames
 }
 
 func (i *dockerInfo) names() string {

@@ -13,8 +13,8 @@ import (
 const imageMountAPIVersion = "1.48"
 
 // mountPoints checks HostConfig.Mounts the way the daemon does at create and returns what
-// inspect reports for them: bind sources must exist on the host, image mounts need API 1.48 and
-// an image Docker has. Binds (the string form) are not emulated. Called with f.mu held.
+// inspect reports for them: bind sources must exist on the host (unless CreateMountpoint),
+// ReadOnlyForceRecursive needs API 1.44, image mounts need API 1.48 and an image Docker has. Binds (the string form) are not emulated. Called with f.mu held.
 func (f *Fake) mountPoints(hc *container.HostConfig) ([]container.MountPoint, error) {
 	out := []container.MountPoint{}
 	if hc == nil {
@@ -23,7 +23,12 @@ func (f *Fake) mountPoints(hc *container.HostConfig) ([]container.MountPoint, er
 	for _, m := range hc.Mounts {
 		switch m.Type {
 		case mount.TypeBind:
-			if _, err := os.Stat(m.Source); err != nil {
+			bo := m.BindOptions
+			if bo != nil && bo.ReadOnlyForceRecursive && versions.LessThan(f.apiVersion, "1.44") {
+				return nil, dErr(cerrdefs.ErrInvalidArgument, "BindOptions.ReadOnlyForceRecursive needs API v1.44 or newer")
+			}
+			// Docker creates a missing source with CreateMountpoint; the fake only skips the check.
+			if _, err := os.Stat(m.Source); err != nil && (bo == nil || !bo.CreateMountpoint) {
 				return nil, dErr(cerrdefs.ErrInvalidArgument, "invalid mount config for type %q: bind source path does not exist: %s", m.Type, m.Source)
 			}
 			mp := container.MountPoint{Type: m.Type, Source: m.Source, Destination: m.Target, RW: !m.ReadOnly, Propagation: mount.PropagationRPrivate}
