@@ -1,0 +1,120 @@
+//go:build integration
+
+package integration
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/docker/docker/api/types/versions"
+	"google.golang.org/grpc/codes"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// Read-only mounts have containerd's semantics on every engine, as the container's own
+// mountinfo shows: readonly makes the mount read-only and leaves its submounts as they are;
+// recursive_read_only makes the submounts read-only too (Docker 25+, else refused). Each
+// propagation keeps its mode. The host directory holds a tmpfs submount.
+func TestReadOnlyMountsAsContainerd(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "ro")
+	sub := filepath.Join(src, "sub")
+	if err := os.MkdirAll(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v: %s", args, err, out)
+		}
+	}
+	// A shared mount of its own (rslave and rshared need one), with a tmpfs below.
+	run("mount", "--bind", src, src)
+	t.Cleanup(func() { exec.Command("umount", "-R", "-l", src).Run() })
+	run("mount", "--make-rshared", src)
+	run("mount", "-t", "tmpfs", "tmpfs", sub)
+
+	d := StartDaemon(t)
+	podCfg := newPodConfig(t, "romounts")
+	sandboxID := runPod(t, d, podCfg, "")
+	rroSupported := versions.GreaterThanOrEqualTo(suite.docker.ClientVersion(), "1.44")
+
+	const (
+		private = runtimeapi.MountPropagation_PROPAGATION_PRIVATE
+		slave   = runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER
+		shared  = runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL
+	)
+	for _, tc := range []struct {
+		ro, rro bool
+		prop    runtimeapi.MountPropagation
+		// what mountinfo must say of /mnt/ro and /mnt/ro/sub
+		top, below string
+		// the optional field that marks the propagation ("" for private)
+		tag string
+	}{
+		{false, false, private, "rw", "rw", ""},
+		{true, false, private, "ro", "rw", ""},
+		{true, false, slave, "ro", "rw", "master:"},
+		{true, false, shared, "ro", "rw", "shared:"},
+		{false, false, shared, "rw", "rw", "shared:"},
+		{true, true, private, "ro", "ro", ""},
+	} {
+		name := fmt.Sprintf("readonly=%v recursive=%v %s", tc.ro, tc.rro, tc.prop)
+		t.Run(name, func(t *testing.T) {
+			cfg := containerConfig(fmt.Sprintf("ro-%v-%v-%d", tc.ro, tc.rro, tc.prop), sleeper)
+			cfg.Mounts = []*runtimeapi.Mount{{HostPath: src, ContainerPath: "/mnt/ro", Readonly: tc.ro, RecursiveReadOnly: tc.rro, Propagation: tc.prop, SelinuxRelabel: true}}
+			if tc.rro && !rroSupported {
+				_, err := d.Runtime.CreateContainer(t.Context(), &runtimeapi.CreateContainerRequest{PodSandboxId: sandboxID, Config: cfg, SandboxConfig: podCfg})
+				wantCode(t, err, codes.Unimplemented, "Docker 25")
+				return
+			}
+			id := createContainer(t, d, sandboxID, podCfg, cfg)
+			startContainer(t, d, id)
+			out, _, code := execIn(t, d, id, "cat", "/proc/self/mountinfo")
+			if code != 0 {
+				t.Fatalf("cat mountinfo: exit %d", code)
+			}
+			for target, want := range map[string]string{"/mnt/ro": tc.top, "/mnt/ro/sub": tc.below} {
+				line := mountinfoLine(out, target)
+				if line == "" {
+					t.Errorf("%s is not a mount in the container:\n%s", target, out)
+					continue
+				}
+				fields := strings.Fields(line)
+				opts := strings.Split(fields[5], ",")
+				if opts[0] != want {
+					t.Errorf("%s mounted %s, want %s: %s", target, opts[0], want, line)
+				}
+				if target == "/mnt/ro" {
+					optional := strings.Join(fields[6:indexOf(fields, "-")], " ")
+					marked := strings.Contains(optional, "shared:") || strings.Contains(optional, "master:")
+					if (tc.tag == "" && marked) || (tc.tag != "" && !strings.Contains(optional, tc.tag)) {
+						t.Errorf("%s: propagation fields %q, want %q", target, optional, tc.tag)
+					}
+				}
+			}
+		})
+	}
+}
+
+// mountinfoLine is the line of a mountinfo whose mount point is target.
+func mountinfoLine(mountinfo, target string) string {
+	for _, line := range strings.Split(mountinfo, "\n") {
+		if f := strings.Fields(line); len(f) > 5 && f[4] == target {
+			return line
+		}
+	}
+	return ""
+}
+
+func indexOf(fields []string, s string) int {
+	for i, f := range fields {
+		if f == s {
+			return i
+		}
+	}
+	return len(fields)
+}
