@@ -136,7 +136,7 @@ func (s *Service) listPodSandboxMetrics(ctx context.Context) ([]*runtimeapi.PodS
 			ids = append(ids, c.ID)
 		}
 	}
-	snaps := s.stats.collect(ctx, ids)
+	snaps := s.stats.collect(ctx, ids, false)
 	fs := s.filesystemOf(ctx)
 	now := time.Now()
 	var out []*runtimeapi.PodSandboxMetrics

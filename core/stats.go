@@ -28,7 +28,7 @@ func (s *Service) ContainerStats(ctx context.Context, req *runtimeapi.ContainerS
 	if c.State != string(container.StateRunning) {
 		return &runtimeapi.ContainerStatsResponse{Stats: &runtimeapi.ContainerStats{Attributes: containerAttributes(c)}}, nil
 	}
-	snaps := s.stats.collect(ctx, []string{c.ID})
+	snaps := s.stats.collect(ctx, []string{c.ID}, true)
 	snap, ok := snaps[c.ID]
 	if !ok {
 		if err := s.stats.lastError(c.ID); err != nil {
@@ -67,7 +67,7 @@ func (s *Service) listContainerStats(ctx context.Context, f *runtimeapi.Containe
 		running = append(running, c)
 		ids = append(ids, c.ID)
 	}
-	snaps := s.stats.collect(ctx, ids)
+	snaps := s.stats.collect(ctx, ids, true)
 	out := make([]*runtimeapi.ContainerStats, 0, len(running))
 	for _, c := range running {
 		if snap, ok := snaps[c.ID]; ok {
@@ -193,7 +193,7 @@ func (s *Service) listPodSandboxStats(ctx context.Context, idPrefix string, sele
 			ids = append(ids, c.ID)
 		}
 	}
-	snaps := s.stats.collect(ctx, ids)
+	snaps := s.stats.collect(ctx, ids, true)
 	sort.Strings(podIDs)
 	out := make([]*runtimeapi.PodSandboxStats, 0, len(pods))
 	for _, podID := range podIDs {

@@ -27,9 +27,30 @@ import (
 // RPC answers from the samples and asks Docker only for containers it has no fresh sample of.
 // The writable layer is measured by walking the container's upper directory at a slower
 // period, never with Docker's size inspect.
+//
+// A cached sample is as good as a fresh one for the first caller that sees it: it is the
+// newest reading there is, and that caller has nothing older to compare it with. It is not for
+// a caller that asks again: crictl stats/statsp (and anything else that computes a rate from
+// two calls) takes two samples a second apart and needs the second one to be newer, as it is
+// with containerd and CRI-O, which read the cgroups on every call. So each sample remembers when
+// an RPC first returned it, and a sample first returned at least statsMaxAge ago is refreshed
+// on demand for the containers asked (through the same single-flight refresh and the same bound
+// on Docker calls in flight). The kubelet's 10 s polls stay as cheap as they were: each finds
+// the sample the background refresh took since its last poll, one no caller has seen, and
+// makes no Docker call; its back-to-back calls of one poll (pod stats, then container stats)
+// share one sample. A second poller at another phase (metrics-server between two kubelet polls)
+// gets a fresh sample at the cost of one stats call per container, at most one per statsMaxAge,
+// and the background refresh then skips the containers it refreshed.
+//
+// The CRI metrics (metrics.go) read the cache without forcing a refresh and without marking a
+// sample seen: every metric carries its sample's timestamp, and scrapers at their own cadence
+// would otherwise cost Docker calls per scrape.
 const (
 	// statsInterval is the background refresh period of a sample.
 	statsInterval = 10 * time.Second
+	// statsMaxAge is how long after a sample was first returned by an RPC it is returned again;
+	// a caller asking later gets a new one. crictl samples one second apart (-s 1, the least).
+	statsMaxAge = time.Second
 	// statsConcurrency bounds the Docker stats calls in flight. Docker (20.10 at least) answers
 	// even one-shot stats from its collector, which samples every subscribed container once per
 	// second: calls made together are served by the same tick, calls queued behind a small
@@ -87,9 +108,11 @@ type containerMeta struct {
 
 type statsEntry struct {
 	cur, prev *statsSample
-	fs        *fsUsage
-	meta      *containerMeta
-	wanted    time.Time
+	// seen is when an RPC first returned cur; zero until one did.
+	seen   time.Time
+	fs     *fsUsage
+	meta   *containerMeta
+	wanted time.Time
 	// inflight is closed when the refresh in progress ends; nil when none runs.
 	inflight chan struct{}
 	lastErr  error
@@ -121,6 +144,7 @@ type statsCollector struct {
 	keep       time.Duration
 	fsEvery    time.Duration
 	staleAfter time.Duration
+	maxAge     time.Duration
 	sem        chan struct{}
 
 	mu      sync.Mutex
@@ -142,6 +166,7 @@ func newStatsCollector(docker libdocker.Client, log *logrus.Entry) *statsCollect
 		keep:       statsKeep,
 		fsEvery:    fsInterval,
 		staleAfter: 2 * statsInterval,
+		maxAge:     statsMaxAge,
 		sem:        make(chan struct{}, statsConcurrency),
 		entries:    map[string]*statsEntry{},
 		stop:       make(chan struct{}),
@@ -150,9 +175,11 @@ func newStatsCollector(docker libdocker.Client, log *logrus.Entry) *statsCollect
 }
 
 // collect returns a snapshot for each id, refreshing (with bounded concurrency) those without a
-// recent sample, and marks them wanted so the background loop keeps them fresh. Containers that
-// Docker no longer knows are left out; other failures are logged and leave the id out too.
-func (c *statsCollector) collect(ctx context.Context, ids []string) map[string]statsSnapshot {
+// recent sample, and marks them wanted so the background loop keeps them fresh. With fresh (the
+// stats RPCs), a sample that an RPC was first given statsMaxAge ago or earlier is refreshed too,
+// and the samples returned are marked seen. Containers that Docker no longer knows are left
+// out; other failures are logged and leave the id out too.
+func (c *statsCollector) collect(ctx context.Context, ids []string, fresh bool) map[string]statsSnapshot {
 	c.ensureRunning()
 	now := time.Now()
 	var wait []chan struct{}
@@ -164,7 +191,7 @@ func (c *statsCollector) collect(ctx context.Context, ids []string) map[string]s
 			c.entries[id] = e
 		}
 		e.wanted = now
-		if e.cur != nil && now.Sub(e.cur.at) < c.staleAfter {
+		if e.cur != nil && now.Sub(e.cur.at) < c.staleAfter && (!fresh || e.seen.IsZero() || now.Sub(e.seen) < c.maxAge) {
 			continue
 		}
 		wait = append(wait, c.startRefreshLocked(id, e))
@@ -174,19 +201,24 @@ func (c *statsCollector) collect(ctx context.Context, ids []string) map[string]s
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return c.snapshots(ids)
+			return c.snapshots(ids, fresh)
 		}
 	}
-	return c.snapshots(ids)
+	return c.snapshots(ids, fresh)
 }
 
-func (c *statsCollector) snapshots(ids []string) map[string]statsSnapshot {
+// snapshots returns the current samples of ids; seen marks those not yet returned as seen now.
+func (c *statsCollector) snapshots(ids []string, seen bool) map[string]statsSnapshot {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	now := time.Now()
 	out := make(map[string]statsSnapshot, len(ids))
 	for _, id := range ids {
 		if e := c.entries[id]; e != nil && e.cur != nil {
 			out[id] = statsSnapshot{cur: e.cur, prev: e.prev, fs: e.fs, meta: e.meta}
+			if seen && e.seen.IsZero() {
+				e.seen = now
+			}
 		}
 	}
 	return out
@@ -251,7 +283,7 @@ func (c *statsCollector) startRefreshLocked(id string, e *statsEntry) chan struc
 		} else {
 			e.prev = nil
 		}
-		e.cur = sample
+		e.cur, e.seen = sample, time.Time{}
 	}()
 	return ch
 }
