@@ -26,7 +26,6 @@ func TestUpdateContainerResourcesAppliesLive(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Memory above Docker's default swap (2 x 64 MiB), swap unspecified: the swap allowance moves up.
 	_, err = s.UpdateContainerResources(ctx, &runtimeapi.UpdateContainerResourcesRequest{ContainerId: id, Linux: &runtimeapi.LinuxContainerResources{
 		CpuShares: 1024, CpuQuota: 50000, CpuPeriod: 100000, MemoryLimitInBytes: 256 << 20, CpusetCpus: "0-1",
 		OomScoreAdj: 100, Unified: map[string]string{"pids.max": "64"},
@@ -36,28 +35,15 @@ func TestUpdateContainerResourcesAppliesLive(t *testing.T) {
 	}
 	c, _ := fake.InspectContainer(ctx, id)
 	hc := c.HostConfig
-	if hc.CPUShares != 1024 || hc.CPUQuota != 50000 || hc.Memory != 256<<20 || hc.MemorySwap != (256+64)<<20 || hc.CpusetCpus != "0-1" || hc.PidsLimit == nil || *hc.PidsLimit != 64 {
+	if hc.CPUShares != 1024 || hc.CPUQuota != 50000 || hc.Memory != 256<<20 || hc.MemorySwap != 256<<20 || hc.CpusetCpus != "0-1" || hc.PidsLimit == nil || *hc.PidsLimit != 64 {
 		t.Errorf("after update: %+v", hc.Resources)
 	}
-
-	// The kubelet's swap limit (no swap: memory+swap = memory) is taken as given.
-	_, err = s.UpdateContainerResources(ctx, &runtimeapi.UpdateContainerResourcesRequest{ContainerId: id, Linux: &runtimeapi.LinuxContainerResources{MemoryLimitInBytes: 128 << 20, MemorySwapLimitInBytes: 128 << 20}})
-	if err != nil {
+	// An update without memory keeps the memory and swap limits.
+	if _, err := s.UpdateContainerResources(ctx, &runtimeapi.UpdateContainerResourcesRequest{ContainerId: id, Linux: &runtimeapi.LinuxContainerResources{CpuShares: 512}}); err != nil {
 		t.Fatal(err)
 	}
-	c, _ = fake.InspectContainer(ctx, id)
-	if c.HostConfig.Memory != 128<<20 || c.HostConfig.MemorySwap != 128<<20 || c.HostConfig.CPUShares != 1024 {
-		t.Errorf("after second update: %+v", c.HostConfig.Resources)
-	}
-
-	// Then memory alone: still no swap, as Docker would refuse a limit above memory+swap.
-	_, err = s.UpdateContainerResources(ctx, &runtimeapi.UpdateContainerResourcesRequest{ContainerId: id, Linux: &runtimeapi.LinuxContainerResources{MemoryLimitInBytes: 512 << 20}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, _ = fake.InspectContainer(ctx, id)
-	if c.HostConfig.Memory != 512<<20 || c.HostConfig.MemorySwap != 512<<20 {
-		t.Errorf("after a memory-only update: %+v", c.HostConfig.Resources)
+	if c, _ = fake.InspectContainer(ctx, id); c.HostConfig.Memory != 256<<20 || c.HostConfig.MemorySwap != 256<<20 || c.HostConfig.CPUShares != 512 {
+		t.Errorf("after a CPU-only update: %+v", c.HostConfig.Resources)
 	}
 
 	_, err = s.UpdateContainerResources(ctx, &runtimeapi.UpdateContainerResourcesRequest{ContainerId: "0123456789ab", Linux: &runtimeapi.LinuxContainerResources{CpuShares: 2}})
@@ -68,5 +54,66 @@ func TestUpdateContainerResourcesAppliesLive(t *testing.T) {
 	wantCode(t, err, codes.Unimplemented)
 	if _, err := s.UpdatePodSandboxResources(ctx, &runtimeapi.UpdatePodSandboxResourcesRequest{PodSandboxId: podID}); err != nil {
 		t.Errorf("UpdatePodSandboxResources: %v", err)
+	}
+}
+
+// TestUpdateContainerMemoryCarriesSwap changes the memory limit of containers created with and
+// without limits, as `crictl update --memory` (no swap) and the kubelet's resize (swap = memory,
+// or memory.swap.max on cgroup v2) do. The fake refuses what Docker refuses: a memory limit
+// above the stored MemorySwap without a MemorySwap in the same update, which is every memory
+// limit on a container created without one (MemorySwap 0).
+func TestUpdateContainerMemoryCarriesSwap(t *testing.T) {
+	const mi = 1 << 20
+	for _, tc := range []struct {
+		name              string
+		created           *runtimeapi.LinuxContainerResources
+		update            *runtimeapi.LinuxContainerResources
+		wantMem, wantSwap int64
+	}{
+		{"no limit, memory alone (crictl update --memory 128M)", nil,
+			&runtimeapi.LinuxContainerResources{MemoryLimitInBytes: 128 * mi}, 128 * mi, 128 * mi},
+		{"no limit, the kubelet's resize without swap", nil,
+			&runtimeapi.LinuxContainerResources{MemoryLimitInBytes: 128 * mi, MemorySwapLimitInBytes: 128 * mi}, 128 * mi, 128 * mi},
+		{"no limit, cgroup v2 swap allowance", nil,
+			&runtimeapi.LinuxContainerResources{MemoryLimitInBytes: 128 * mi, Unified: map[string]string{"memory.swap.max": "33554432"}}, 128 * mi, 160 * mi},
+		{"no limit, unlimited swap", nil,
+			&runtimeapi.LinuxContainerResources{MemoryLimitInBytes: 128 * mi, Unified: map[string]string{"memory.swap.max": "max"}}, 128 * mi, -1},
+		{"no limit, memory from memory.max", nil,
+			&runtimeapi.LinuxContainerResources{Unified: map[string]string{"memory.max": "134217728"}}, 128 * mi, 128 * mi},
+		{"no swap, raised above Docker's stored memory+swap",
+			&runtimeapi.LinuxContainerResources{MemoryLimitInBytes: 64 * mi, MemorySwapLimitInBytes: 64 * mi},
+			&runtimeapi.LinuxContainerResources{MemoryLimitInBytes: 256 * mi}, 256 * mi, 256 * mi},
+		{"no swap, lowered",
+			&runtimeapi.LinuxContainerResources{MemoryLimitInBytes: 256 * mi, MemorySwapLimitInBytes: 256 * mi},
+			&runtimeapi.LinuxContainerResources{MemoryLimitInBytes: 64 * mi}, 64 * mi, 64 * mi},
+		{"swap given at create, memory alone: no swap, as containerd",
+			&runtimeapi.LinuxContainerResources{MemoryLimitInBytes: 64 * mi, MemorySwapLimitInBytes: 512 * mi},
+			&runtimeapi.LinuxContainerResources{MemoryLimitInBytes: 1024 * mi}, 1024 * mi, 1024 * mi},
+		{"swap given in the update",
+			&runtimeapi.LinuxContainerResources{MemoryLimitInBytes: 64 * mi, MemorySwapLimitInBytes: 64 * mi},
+			&runtimeapi.LinuxContainerResources{MemoryLimitInBytes: 128 * mi, MemorySwapLimitInBytes: 192 * mi}, 128 * mi, 192 * mi},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fake := libdocker.NewFake()
+			s := newTestService(t, fake, Options{})
+			ctx := context.Background()
+			podID, podCfg := runPod(t, s, "swap", "")
+			cfg := containerConfig("c")
+			cfg.Linux = &runtimeapi.LinuxContainerConfig{Resources: tc.created}
+			resp, err := s.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: podID, Config: cfg, SandboxConfig: podCfg})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: resp.ContainerId}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.UpdateContainerResources(ctx, &runtimeapi.UpdateContainerResourcesRequest{ContainerId: resp.ContainerId, Linux: tc.update}); err != nil {
+				t.Fatalf("update: %v", err)
+			}
+			c, _ := fake.InspectContainer(ctx, resp.ContainerId)
+			if c.HostConfig.Memory != tc.wantMem || c.HostConfig.MemorySwap != tc.wantSwap {
+				t.Errorf("Memory %d MemorySwap %d, want %d and %d", c.HostConfig.Memory, c.HostConfig.MemorySwap, tc.wantMem, tc.wantSwap)
+			}
+		})
 	}
 }

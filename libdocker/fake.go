@@ -822,6 +822,9 @@ func (f *Fake) CreateContainer(ctx context.Context, name string, cfg *container.
 	if hostConfig.Runtime == "" {
 		hostConfig.Runtime = f.defaultRT
 	}
+	if err := verifyMemory(hostConfig.Resources, false); err != nil {
+		return "", err
+	}
 	if hostConfig.Memory > 0 && hostConfig.MemorySwap == 0 {
 		hostConfig.MemorySwap = 2 * hostConfig.Memory // Docker's default: as much swap as memory
 	}

@@ -107,8 +107,10 @@ func (f *Fake) ContainerStats(ctx context.Context, id string) (container.StatsRe
 	return st, nil
 }
 
-// UpdateContainer implements Client as Docker's update does: zero fields keep their value, a
-// memory limit above the container's memory+swap limit needs the latter in the same update.
+// UpdateContainer implements Client as Docker's update does: zero fields keep their value, and
+// a memory limit above the container's memory+swap limit needs the latter in the same update.
+// That includes a container without a memory limit, whose MemorySwap is 0 (none) or -1: Docker
+// compares the new limit with that number (container.UpdateContainer, Docker 20.10 to 29).
 func (f *Fake) UpdateContainer(ctx context.Context, id string, update container.UpdateConfig) ([]string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -120,12 +122,11 @@ func (f *Fake) UpdateContainer(ctx context.Context, id string, update container.
 		return nil, err
 	}
 	hc, u := c.resp.HostConfig, update.Resources
-	swap := hc.MemorySwap
-	if u.MemorySwap != 0 {
-		swap = u.MemorySwap
+	if err := verifyMemory(u, true); err != nil {
+		return nil, err
 	}
-	if u.Memory > 0 && swap > 0 && u.Memory > swap {
-		return nil, dErr(cerrdefs.ErrInvalidArgument, "Cannot update container %s: Memory limit should be smaller than already set memoryswap limit, update the memoryswap at the same time", c.resp.ID)
+	if u.Memory != 0 && u.Memory > hc.MemorySwap && u.MemorySwap == 0 {
+		return nil, dErr(cerrdefs.ErrConflict, "Cannot update container %s: Memory limit should be smaller than already set memoryswap limit, update the memoryswap at the same time", c.resp.ID)
 	}
 	set := func(dst *int64, v int64) {
 		if v != 0 {
@@ -150,4 +151,19 @@ func (f *Fake) UpdateContainer(ctx context.Context, id string, update container.
 	}
 	f.emit(c, "update", nil)
 	return nil, nil
+}
+
+// verifyMemory checks memory settings as the daemon's verifyPlatformContainerResources does
+// before a create or an update (errors are "invalid parameter", HTTP 400).
+func verifyMemory(r container.Resources, update bool) error {
+	const minMemory = 6 << 20 // linuxMinMemory
+	switch {
+	case r.Memory != 0 && r.Memory < minMemory:
+		return dErr(cerrdefs.ErrInvalidArgument, "Minimum memory limit allowed is 6MB")
+	case r.Memory > 0 && r.MemorySwap > 0 && r.MemorySwap < r.Memory:
+		return dErr(cerrdefs.ErrInvalidArgument, "Minimum memoryswap limit should be larger than memory limit, see usage")
+	case r.Memory == 0 && r.MemorySwap > 0 && !update:
+		return dErr(cerrdefs.ErrInvalidArgument, "You should always set the Memory limit when using Memoryswap limit, see usage")
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package libdocker
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,14 +49,41 @@ func TestFakeUpdateKeepsZeroFieldsAndChecksSwap(t *testing.T) {
 	if c, _ := f.InspectContainer(ctx, id); c.HostConfig.MemorySwap != 128<<20 {
 		t.Errorf("MemorySwap %d, want Docker's default of twice the memory", c.HostConfig.MemorySwap)
 	}
-	if _, err := f.UpdateContainer(ctx, id, container.UpdateConfig{Resources: container.Resources{Memory: 256 << 20}}); !cerrdefs.IsInvalidArgument(err) {
+	if _, err := f.UpdateContainer(ctx, id, container.UpdateConfig{Resources: container.Resources{Memory: 256 << 20}}); !cerrdefs.IsConflict(err) ||
+		!strings.Contains(err.Error(), "Memory limit should be smaller than already set memoryswap limit") {
 		t.Errorf("memory above memory+swap without swap: %v", err)
+	}
+	if _, err := f.UpdateContainer(ctx, id, container.UpdateConfig{Resources: container.Resources{Memory: 256 << 20, MemorySwap: 128 << 20}}); !cerrdefs.IsInvalidArgument(err) {
+		t.Errorf("memory+swap below memory: %v", err)
 	}
 	if _, err := f.UpdateContainer(ctx, id, container.UpdateConfig{Resources: container.Resources{Memory: 256 << 20, MemorySwap: 256 << 20}}); err != nil {
 		t.Fatal(err)
 	}
 	if c, _ := f.InspectContainer(ctx, id); c.HostConfig.Memory != 256<<20 || c.HostConfig.CPUShares != 512 {
 		t.Errorf("after update: %+v", c.HostConfig.Resources)
+	}
+}
+
+// Docker compares a new memory limit with the container's memory+swap limit also when the
+// container has none (0): any limit then needs MemorySwap in the same update.
+func TestFakeUpdateOfAContainerWithoutMemoryLimitNeedsSwap(t *testing.T) {
+	f := newTestFake(t)
+	ctx := context.Background()
+	id, err := f.CreateContainer(ctx, "ctr", &container.Config{Image: "busybox"}, &container.HostConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.UpdateContainer(ctx, id, container.UpdateConfig{Resources: container.Resources{Memory: 128 << 20}}); !cerrdefs.IsConflict(err) {
+		t.Errorf("memory without swap on a container without a limit: %v, want Docker's conflict", err)
+	}
+	if _, err := f.UpdateContainer(ctx, id, container.UpdateConfig{Resources: container.Resources{Memory: 128 << 20, MemorySwap: 128 << 20}}); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := f.InspectContainer(ctx, id); c.HostConfig.Memory != 128<<20 || c.HostConfig.MemorySwap != 128<<20 {
+		t.Errorf("after update: %+v", c.HostConfig.Resources)
+	}
+	if _, err := f.CreateContainer(ctx, "tiny", &container.Config{Image: "busybox"}, &container.HostConfig{Resources: container.Resources{Memory: 1 << 20}}); !cerrdefs.IsInvalidArgument(err) {
+		t.Errorf("create with 1 MiB: %v, want Docker's 6MB minimum", err)
 	}
 }
 
