@@ -106,7 +106,26 @@ func (s *Service) dockerResources(r *runtimeapi.LinuxContainerResources) contain
 			s.warnOnce("unified:"+k, "cgroup v2 setting %s=%s ignored: Docker has no setting for it", k, v)
 		}
 	}
+	carrySwap(&res)
 	return res
+}
+
+// carrySwap gives a memory limit that comes without a swap limit the swap limit "no swap":
+// Docker's MemorySwap (memory+swap) equal to Memory, at create and in every update.
+//
+// The CRI's memory_swap_limit_in_bytes is memory+swap, 0 when unset. The kubelet sets it to
+// the memory limit (no swap; on cgroup v2 memory.swap.max=0) unless the node gives pods swap,
+// containerd gives a memory limit without one exactly that (opts.WithResources: swap = limit),
+// and upstream cri-dockerd always sends MemorySwap = Memory. Docker's own default would be
+// twice the memory at create, and an update whose memory limit is above the container's stored
+// MemorySwap fails unless it sets MemorySwap too; a container without a memory limit stores 0
+// (or -1), so there a memory limit alone always failed ("Memory limit should be smaller than
+// already set memoryswap limit"). Where the kernel has no swap accounting, Docker turns
+// MemorySwap into -1 itself, with a warning.
+func carrySwap(res *container.Resources) {
+	if res.Memory > 0 && res.MemorySwap == 0 {
+		res.MemorySwap = res.Memory
+	}
 }
 
 // applyDevices maps device mappings and CDI devices. CDI devices need a daemon that resolves

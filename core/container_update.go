@@ -11,24 +11,6 @@ import (
 	"github.com/cri-dockerd/cri-dockerd/libdocker"
 )
 
-// carrySwap gives a memory limit that comes without a swap limit the swap limit "no swap":
-// Docker's MemorySwap (memory+swap) equal to Memory.
-//
-// Docker refuses an update whose memory limit is above the container's stored MemorySwap unless
-// the update sets MemorySwap too, and a container without a memory limit stores 0 (or -1), so
-// a memory limit alone fails ("Memory limit should be smaller than already set memoryswap
-// limit"). The CRI's memory_swap_limit_in_bytes is memory+swap, 0 when unset. The kubelet sets
-// it to the memory limit (no swap; on cgroup v2 memory.swap.max=0) unless the node allows pods
-// swap, and containerd gives a memory limit without one exactly that (opts.WithResources:
-// swap = limit); upstream cri-dockerd always sends MemorySwap = Memory. So an update that sets
-// memory always carries swap, and without a swap limit from the caller the result is the same
-// as on containerd: no swap, whatever the container had before.
-func carrySwap(res *container.Resources) {
-	if res.Memory > 0 && res.MemorySwap == 0 {
-		res.MemorySwap = res.Memory
-	}
-}
-
 // UpdateContainerResources changes a container's CPU, memory, swap, cpuset and pids limits
 // while it runs (Docker's update). Docker keeps a setting the update leaves at zero, and cannot
 // change oom_score_adj or hugepage limits of a running container: the kubelet sends the
@@ -45,8 +27,7 @@ func (s *Service) UpdateContainerResources(ctx context.Context, req *runtimeapi.
 	if r == nil {
 		return &runtimeapi.UpdateContainerResourcesResponse{}, nil
 	}
-	res := s.dockerResources(r)
-	carrySwap(&res)
+	res := s.dockerResources(r) // memory comes with swap: see carrySwap
 	warnings, err := s.docker.UpdateContainer(ctx, id, container.UpdateConfig{Resources: res})
 	if err != nil {
 		if libdocker.IsNotFound(err) {

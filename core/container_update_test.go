@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -115,5 +116,35 @@ func TestUpdateContainerMemoryCarriesSwap(t *testing.T) {
 				t.Errorf("Memory %d MemorySwap %d, want %d and %d", c.HostConfig.Memory, c.HostConfig.MemorySwap, tc.wantMem, tc.wantSwap)
 			}
 		})
+	}
+}
+
+// TestCreateContainerMemoryWithoutSwapHasNoSwap: a memory limit without a swap limit means no
+// swap at create too (containerd's and upstream cri-dockerd's choice), not Docker's default of
+// as much swap again as memory.
+func TestCreateContainerMemoryWithoutSwapHasNoSwap(t *testing.T) {
+	fake := libdocker.NewFake()
+	s := newTestService(t, fake, Options{})
+	ctx := context.Background()
+	podID, podCfg := runPod(t, s, "noswap", "")
+	for name, tc := range map[string]struct {
+		r                 *runtimeapi.LinuxContainerResources
+		wantMem, wantSwap int64
+	}{
+		"memory only":   {&runtimeapi.LinuxContainerResources{MemoryLimitInBytes: 64 << 20}, 64 << 20, 64 << 20},
+		"swap given":    {&runtimeapi.LinuxContainerResources{MemoryLimitInBytes: 64 << 20, MemorySwapLimitInBytes: 96 << 20}, 64 << 20, 96 << 20},
+		"no limit":      {&runtimeapi.LinuxContainerResources{CpuShares: 512}, 0, 0},
+		"v2 swap limit": {&runtimeapi.LinuxContainerResources{MemoryLimitInBytes: 64 << 20, Unified: map[string]string{"memory.swap.max": "0"}}, 64 << 20, 64 << 20},
+	} {
+		cfg := containerConfig(strings.ReplaceAll(name, " ", "-"))
+		cfg.Linux = &runtimeapi.LinuxContainerConfig{Resources: tc.r}
+		resp, err := s.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: podID, Config: cfg, SandboxConfig: podCfg})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		c, _ := fake.InspectContainer(ctx, resp.ContainerId)
+		if c.HostConfig.Memory != tc.wantMem || c.HostConfig.MemorySwap != tc.wantSwap {
+			t.Errorf("%s: Memory %d MemorySwap %d, want %d and %d", name, c.HostConfig.Memory, c.HostConfig.MemorySwap, tc.wantMem, tc.wantSwap)
+		}
 	}
 }
