@@ -66,6 +66,8 @@ type Fake struct {
 	statsInFlight    int
 	statsMaxInFlight int
 	subscribers      []*fakeSubscriber
+
+	containerdStore bool // Docker's containerd image store (fake_imagestore.go)
 }
 
 type fakeContainer struct {
@@ -371,6 +373,9 @@ func (f *Fake) storeImage(img image.InspectResponse) string {
 	}
 	tags := img.RepoTags
 	img.RepoTags = nil
+	if f.containerdStore {
+		tags, img.RepoDigests = append(tags, img.RepoDigests...), nil // digest names are names there
+	}
 	if old, ok := f.images[img.ID]; ok {
 		img.RepoTags, img.RepoDigests = old.RepoTags, mergeUnique(old.RepoDigests, img.RepoDigests)
 	}
@@ -441,7 +446,7 @@ func (f *Fake) lookupImage(ref string) (*image.InspectResponse, error) {
 	_, canonical := named.(reference.Canonical)
 	want := reference.FamiliarString(reference.TagNameOnly(named))
 	for _, img := range f.images {
-		if (!canonical && slices.Contains(img.RepoTags, want)) || (canonical && slices.Contains(img.RepoDigests, want)) {
+		if (!canonical && slices.Contains(img.RepoTags, want)) || (canonical && f.hasRepoDigest(img, want)) {
 			return img, nil
 		}
 	}
@@ -473,7 +478,7 @@ func (f *Fake) InspectImage(ctx context.Context, ref string) (*image.InspectResp
 	if err != nil {
 		return nil, err
 	}
-	out := clone(*img)
+	out := f.inspectView(img)
 	return &out, nil
 }
 
@@ -522,6 +527,9 @@ func (f *Fake) imageSummary(img *image.InspectResponse, containers int64) image.
 	s := image.Summary{
 		ID: img.ID, RepoTags: slices.Clone(img.RepoTags), RepoDigests: slices.Clone(img.RepoDigests),
 		Size: img.Size, SharedSize: -1, Containers: containers, Labels: map[string]string{},
+	}
+	if f.containerdStore {
+		s.RepoDigests = containerdListDigests(img)
 	}
 	if s.RepoTags == nil {
 		s.RepoTags = []string{}
@@ -587,13 +595,7 @@ func (f *Fake) PullImage(ctx context.Context, ref string, auth registry.AuthConf
 	if !ok {
 		return f.pullNotFound(want)
 	}
-	// Docker records the digest of the manifest it pulled under the repository pulled from.
-	if strings.Contains(want, "@") {
-		img.RepoTags, img.RepoDigests = nil, []string{want}
-	} else {
-		n, _ := reference.ParseNormalizedNamed(want)
-		img.RepoTags, img.RepoDigests = []string{want}, []string{reference.FamiliarName(n) + "@" + manifestDigest(img)}
-	}
+	f.pulledNames(&img, want)
 	f.storeImage(clone(img))
 	return nil
 }
@@ -649,7 +651,7 @@ func (f *Fake) RemoveImage(ctx context.Context, ref string, opts image.RemoveOpt
 		if err != nil {
 			return nil, dErr(cerrdefs.ErrInvalidArgument, "invalid reference format: %v", err)
 		}
-		if strings.Contains(tag, "@") {
+		if strings.Contains(tag, "@") && !f.containerdStore {
 			img.RepoDigests = slices.DeleteFunc(img.RepoDigests, func(d string) bool { return d == tag })
 		} else {
 			img.RepoTags = slices.DeleteFunc(img.RepoTags, func(t string) bool { return t == tag })
@@ -778,10 +780,11 @@ func (f *Fake) Info(ctx context.Context) (system.Info, error) {
 	if err := f.enter(ctx, "Info"); err != nil {
 		return system.Info{}, err
 	}
+	driver, driverStatus := f.storeDriver()
 	info := system.Info{
 		ID: "FAKE:DOCKER", Name: "fake-docker", ServerVersion: f.engine,
 		OSType: "linux", OperatingSystem: "Fake Linux", Architecture: "x86_64", KernelVersion: "6.1.0-fake",
-		Driver: "overlay2", DockerRootDir: f.rootDir, CgroupDriver: f.cgroupDriver, CgroupVersion: "2",
+		Driver: driver, DriverStatus: driverStatus, DockerRootDir: f.rootDir, CgroupDriver: f.cgroupDriver, CgroupVersion: "2",
 		DefaultRuntime: f.defaultRT, Runtimes: map[string]system.RuntimeWithStatus{},
 		SecurityOptions: slices.Clone(f.securityOpts), Images: len(f.images), Containers: len(f.containers),
 	}
