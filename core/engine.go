@@ -1,6 +1,9 @@
 package core
 
 import (
+	"context"
+
+	"github.com/docker/docker/api/types/system"
 	"github.com/docker/docker/api/types/versions"
 )
 
@@ -55,4 +58,29 @@ func featuresOf(apiVersion string) engineFeatures {
 // engine is what the Docker this service talks to supports.
 func (s *Service) engine() engineFeatures {
 	return featuresOf(s.docker.APIVersion())
+}
+
+// Image stores. Besides the API version, the image store changes what Docker answers: the
+// containerd store (Docker 29's default, an option since Docker 24) makes image IDs manifest
+// or index digests, keeps image bytes under containerd's root, puts REPO@DIGEST names among
+// RepoTags and reports RepoDigests differently in its list and inspect answers (image.go).
+const containerdSnapshotterDriverType = "io.containerd.snapshotter.v1"
+
+// containerdImageStore reports whether a daemon's /info describes the containerd image store:
+// its DriverStatus names the snapshotter plugin type as driver-type.
+func containerdImageStore(info system.Info) bool {
+	for _, kv := range info.DriverStatus {
+		if kv[0] == "driver-type" && kv[1] == containerdSnapshotterDriverType {
+			return true
+		}
+	}
+	return false
+}
+
+// containerdImageStore reports whether Docker uses the containerd image store, from the cached
+// /info (the store changes only with a restart of dockerd, and its images with it). An /info
+// that fails counts as the classic store.
+func (s *Service) containerdImageStore(ctx context.Context) bool {
+	info, err := s.runtimes.get(ctx)
+	return err == nil && containerdImageStore(info.Info)
 }

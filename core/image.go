@@ -3,9 +3,12 @@ package core
 import (
 	"context"
 	"encoding/json"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/distribution/reference"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/registry"
 	"google.golang.org/grpc/codes"
@@ -29,17 +32,77 @@ func (s *Service) ListImages(ctx context.Context, req *runtimeapi.ListImagesRequ
 		if err != nil {
 			return nil, dockerError(err, "inspect image %q", ref)
 		}
-		return &runtimeapi.ListImagesResponse{Images: []*runtimeapi.Image{s.criImage(img)}}, nil
+		return &runtimeapi.ListImagesResponse{Images: []*runtimeapi.Image{s.criImage(ctx, img)}}, nil
 	}
 	list, err := s.docker.ListImages(ctx, image.ListOptions{})
 	if err != nil {
 		return nil, dockerError(err, "list images")
 	}
+	containerdStore := s.containerdImageStore(ctx)
 	out := make([]*runtimeapi.Image, 0, len(list))
 	for _, img := range list {
-		out = append(out, s.newCRIImage(img.ID, img.RepoTags, img.RepoDigests, img.Size))
+		out = append(out, s.newCRIImage(img.ID, img.RepoTags, img.RepoDigests, img.Size, containerdStore))
 	}
 	return &runtimeapi.ListImagesResponse{Images: out}, nil
+}
+
+// criImageRefs turns Docker's names of an image into the CRI's repo_tags and repo_digests, so
+// that ListImages and ImageStatus report the same for the same image on either image store.
+//
+//   - repo_tags never hold a digest reference: the containerd store lists the name a pull by
+//     digest leaves (REPO@DIGEST, or REPO:TAG@DIGEST) among RepoTags; it is a repo digest
+//     (REPO@DIGEST), and is reported as one.
+//   - The classic store's list and inspect read the same reference store and agree. The
+//     containerd store's do not: inspect reports every name's REPO@TARGET, list only one name's
+//     (that of the record it happened to keep for the target). Inspecting each listed image
+//     would cost a Docker call per image on every list; but in that store the image ID is the
+//     target, so the repo digests are derived from the names and the ID, which both calls give
+//     in full: what inspect says, from either call.
+//   - Docker's placeholders ("<none>:<none>", "<none>@<none>") and a repo digest without a
+//     repository (the containerd store lists the bare target of an image no platform of which
+//     it holds) are dropped; repo digests are deduplicated and sorted, tags deduplicated in
+//     Docker's order.
+func criImageRefs(id string, tags, digests []string, containerdStore bool) (repoTags, repoDigests []string) {
+	repoTags, repoDigests = []string{}, []string{}
+	addDigest := func(d string) {
+		if !slices.Contains(repoDigests, d) {
+			repoDigests = append(repoDigests, d)
+		}
+	}
+	for _, t := range realReferences(tags) {
+		named, err := reference.ParseNormalizedNamed(t)
+		if err != nil {
+			// Docker lists a malformed name as it is; so do we, as a tag.
+			if !slices.Contains(repoTags, t) {
+				repoTags = append(repoTags, t)
+			}
+			continue
+		}
+		if c, ok := named.(reference.Canonical); ok {
+			addDigest(reference.FamiliarName(named) + "@" + c.Digest().String())
+			continue
+		}
+		if !slices.Contains(repoTags, t) {
+			repoTags = append(repoTags, t)
+		}
+		if containerdStore && strings.HasPrefix(id, "sha256:") {
+			addDigest(reference.FamiliarName(named) + "@" + id)
+		}
+	}
+	for _, d := range realReferences(digests) {
+		ref, err := reference.ParseAnyReference(d)
+		if err != nil {
+			continue
+		}
+		named, isNamed := ref.(reference.Named)
+		c, isCanonical := ref.(reference.Canonical)
+		if !isNamed || !isCanonical {
+			continue // a bare digest names no repository
+		}
+		addDigest(reference.FamiliarName(named) + "@" + c.Digest().String())
+	}
+	sort.Strings(repoDigests)
+	return repoTags, repoDigests
 }
 
 // realReferences drops Docker's "<none>:<none>" and "<none>@<none>" placeholders.
@@ -64,11 +127,12 @@ func (s *Service) isPinned(tags []string) bool {
 }
 
 // newCRIImage is the part of a CRI image that both Docker's list and inspect tell.
-func (s *Service) newCRIImage(id string, tags, digests []string, size int64) *runtimeapi.Image {
+func (s *Service) newCRIImage(id string, tags, digests []string, size int64, containerdStore bool) *runtimeapi.Image {
+	repoTags, repoDigests := criImageRefs(id, tags, digests, containerdStore)
 	ci := &runtimeapi.Image{
 		Id:          id,
-		RepoTags:    realReferences(tags),
-		RepoDigests: realReferences(digests),
+		RepoTags:    repoTags,
+		RepoDigests: repoDigests,
 		Size:        uint64(size),
 		Spec:        &runtimeapi.ImageSpec{Image: id},
 	}
@@ -76,8 +140,8 @@ func (s *Service) newCRIImage(id string, tags, digests []string, size int64) *ru
 	return ci
 }
 
-func (s *Service) criImage(img *image.InspectResponse) *runtimeapi.Image {
-	ci := s.newCRIImage(img.ID, img.RepoTags, img.RepoDigests, img.Size)
+func (s *Service) criImage(ctx context.Context, img *image.InspectResponse) *runtimeapi.Image {
+	ci := s.newCRIImage(img.ID, img.RepoTags, img.RepoDigests, img.Size, s.containerdImageStore(ctx))
 	if img.Config != nil {
 		// USER may be "uid", "name", "uid:gid" or "name:group"; the CRI reports the user part.
 		user, _, _ := strings.Cut(img.Config.User, ":")
@@ -103,7 +167,7 @@ func (s *Service) ImageStatus(ctx context.Context, req *runtimeapi.ImageStatusRe
 	if err != nil {
 		return nil, dockerError(err, "inspect image %q", ref)
 	}
-	resp := &runtimeapi.ImageStatusResponse{Image: s.criImage(img)}
+	resp := &runtimeapi.ImageStatusResponse{Image: s.criImage(ctx, img)}
 	if req.Verbose {
 		raw, _ := json.Marshal(img)
 		resp.Info = map[string]string{"info": string(raw)}
