@@ -72,4 +72,14 @@ func TestImageNamesAfterPullsByTagAndDigest(t *testing.T) {
 		raw, err := suite.docker.ImageInspect(ctx, id)
 		t.Logf("docker inspect: RepoTags %q RepoDigests %q (%v)", raw.RepoTags, raw.RepoDigests, err)
 	}
+
+	// The kubelet's image GC removes the image by one name: every name goes, digest names too.
+	if _, err := d.Images.RemoveImage(ctx, &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: repo + ":1"}}); err != nil {
+		t.Fatalf("RemoveImage: %v", err)
+	}
+	for _, ref := range append([]string{id}, pulls...) {
+		if st, err := d.Images.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: ref}}); err != nil || st.Image != nil {
+			t.Errorf("after RemoveImage, ImageStatus(%s) = %v, %v", ref, st.GetImage(), err)
+		}
+	}
 }
