@@ -44,8 +44,10 @@ func (s *Service) applyResources(hc *container.HostConfig, r *runtimeapi.LinuxCo
 }
 
 // dockerResources converts CRI resources into Docker's. Docker has no per-container hugetlb
-// limit (the kubelet's pod cgroup enforces it) and knows only some cgroup v2 keys; what it
-// cannot take is logged once per kind, since the kubelet sends some of it for every container.
+// limit (the kubelet's pod cgroup enforces it) and knows only some cgroup v2 keys of the
+// unified map: memory.max, memory.low, memory.swap.max and pids.max are honoured, memory.high
+// "max" and memory.oom.group "0" are the kernel's defaults; what it cannot take is logged once
+// per kind, since the kubelet sends some of it for every container (docs/cgroups.md).
 func (s *Service) dockerResources(r *runtimeapi.LinuxContainerResources) container.Resources {
 	res := container.Resources{
 		CPUPeriod:  r.CpuPeriod,
@@ -70,15 +72,23 @@ func (s *Service) dockerResources(r *runtimeapi.LinuxContainerResources) contain
 	sort.Strings(keys)
 	for _, k := range keys {
 		v := strings.TrimSpace(r.Unified[k])
+		number := func() (int64, bool) {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 0 {
+				s.warnOnce("unified:"+k+"="+v, "cgroup v2 %s=%q ignored: not a number or \"max\"", k, v)
+				return 0, false
+			}
+			return n, true
+		}
 		switch k {
 		case "memory.max":
 			if res.Memory == 0 && v != "max" {
-				if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+				if n, ok := number(); ok {
 					res.Memory = n
 				}
 			}
 		case "memory.low":
-			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+			if n, ok := number(); ok {
 				res.MemoryReservation = n
 			}
 		case "memory.swap.max":
@@ -88,20 +98,32 @@ func (s *Service) dockerResources(r *runtimeapi.LinuxContainerResources) contain
 			case v == "max":
 				res.MemorySwap = -1
 			default:
-				if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+				if n, ok := number(); ok {
 					res.MemorySwap = res.Memory + n
 				}
 			}
 		case "pids.max":
 			n := int64(-1)
 			if v != "max" {
-				parsed, err := strconv.ParseInt(v, 10, 64)
-				if err != nil {
+				parsed, ok := number()
+				if !ok {
 					continue
 				}
 				n = parsed
 			}
 			res.PidsLimit = &n
+		case "memory.high":
+			// The kubelet sends memory.high=max to every container on cgroup v2 unless
+			// MemoryQoS is on: the kernel's default, which Docker's containers have.
+			if v != "max" {
+				s.warnOnce("unified:"+k, "cgroup v2 %s=%s ignored: Docker cannot throttle memory below the limit (the kubelet's MemoryQoS)", k, v)
+			}
+		case "memory.oom.group":
+			// The kubelet sends memory.oom.group=1 on cgroup v2 unless singleProcessOOMKill is
+			// set; 0 is the kernel's default.
+			if v != "0" {
+				s.warnOnce("unified:"+k, "cgroup v2 %s=%s ignored: Docker has no setting for it; on an OOM the kernel kills the one process it picks, not the whole container (as with the kubelet's singleProcessOOMKill: true)", k, v)
+			}
 		default:
 			s.warnOnce("unified:"+k, "cgroup v2 setting %s=%s ignored: Docker has no setting for it", k, v)
 		}

@@ -2,8 +2,7 @@ package core
 
 import (
 	"context"
-	"os"
-	"path/filepath"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -148,7 +147,7 @@ func (s *Service) listPodSandboxMetrics(ctx context.Context) ([]*runtimeapi.PodS
 		if snap, ok := snaps[sb.ID]; ok && snap.cur.running {
 			nets := snap.cur.networks
 			if len(nets) == 0 && snap.meta != nil && snap.meta.pid > 0 && !snap.meta.hostNetwork {
-				nets, _ = readNetDev(snap.meta.pid)
+				nets, _ = s.stats.host.readNetDev(snap.meta.pid)
 			}
 			pm.Metrics = networkMetrics(metricLabels(sb.ID, snap.meta), nets, snap.cur.at)
 		}
@@ -157,7 +156,7 @@ func (s *Service) listPodSandboxMetrics(ctx context.Context) ([]*runtimeapi.PodS
 			if !ok || !snap.cur.running || snap.cur.raw == nil {
 				continue
 			}
-			pm.ContainerMetrics = append(pm.ContainerMetrics, &runtimeapi.ContainerMetrics{ContainerId: c.ID, Metrics: containerMetrics(c.ID, snap, fs, now)})
+			pm.ContainerMetrics = append(pm.ContainerMetrics, &runtimeapi.ContainerMetrics{ContainerId: c.ID, Metrics: containerMetrics(c.ID, snap, fs, s.stats.host, now)})
 		}
 		out = append(out, pm)
 	}
@@ -230,7 +229,7 @@ func (s *Service) filesystemOf(ctx context.Context) nodeFS {
 
 // containerMetrics converts a container's snapshot, and what /proc and its cgroup say, into
 // metrics. Seconds are whole seconds: CRI metric values are integers.
-func containerMetrics(id string, snap statsSnapshot, fs nodeFS, now time.Time) []*runtimeapi.Metric {
+func containerMetrics(id string, snap statsSnapshot, fs nodeFS, host hostFS, now time.Time) []*runtimeapi.Metric {
 	cur, raw, meta := snap.cur, snap.cur.raw, snap.meta
 	m := &metricSet{base: metricLabels(id, meta), ts: cur.at.UnixNano()}
 	sec := func(ns uint64) uint64 { return ns / uint64(time.Second) }
@@ -271,7 +270,7 @@ func containerMetrics(id string, snap statsSnapshot, fs nodeFS, now time.Time) [
 
 	var reads, writes, readOps, writeOps = map[string]uint64{}, map[string]uint64{}, map[string]uint64{}, map[string]uint64{}
 	for _, e := range raw.BlkioStats.IoServiceBytesRecursive {
-		dev := blockDevice(e.Major, e.Minor)
+		dev := host.blockDevice(e.Major, e.Minor)
 		op := strings.ToLower(e.Op)
 		if op == "" {
 			continue
@@ -287,9 +286,16 @@ func containerMetrics(id string, snap statsSnapshot, fs nodeFS, now time.Time) [
 	for _, e := range raw.BlkioStats.IoServicedRecursive {
 		switch strings.ToLower(e.Op) {
 		case "read":
-			readOps[blockDevice(e.Major, e.Minor)] += e.Value
+			readOps[host.blockDevice(e.Major, e.Minor)] += e.Value
 		case "write":
-			writeOps[blockDevice(e.Major, e.Minor)] += e.Value
+			writeOps[host.blockDevice(e.Major, e.Minor)] += e.Value
+		}
+	}
+	if len(raw.BlkioStats.IoServicedRecursive) == 0 {
+		// cgroup v2: Docker reports bytes only; the operations are io.stat's rios and wios.
+		for _, e := range cur.io {
+			readOps[host.blockDevice(e.major, e.minor)] += e.rios
+			writeOps[host.blockDevice(e.major, e.minor)] += e.wios
 		}
 	}
 	for _, series := range []struct {
@@ -310,7 +316,13 @@ func containerMetrics(id string, snap statsSnapshot, fs nodeFS, now time.Time) [
 	}
 
 	m.add("container_threads", true, cur.pids) // the pids cgroup counts tasks: threads
-	m.add("container_threads_max", true, raw.PidsStats.Limit)
+	// No limit is 0 here, as in cAdvisor; Docker says 0 on cgroup v1 and, from containerd's
+	// cgroups library on v2, the largest uint64 for pids.max "max".
+	threadsMax := raw.PidsStats.Limit
+	if threadsMax == math.MaxUint64 {
+		threadsMax = 0
+	}
+	m.add("container_threads_max", true, threadsMax)
 	m.add("container_last_seen", true, uint64(now.Unix()))
 	if meta != nil {
 		r := meta.resources
@@ -323,142 +335,16 @@ func containerMetrics(id string, snap statsSnapshot, fs nodeFS, now time.Time) [
 			m.add("container_start_time_seconds", true, uint64(meta.startedAt.Unix()))
 		}
 		if meta.pid > 0 {
-			if p, ok := readProcesses(meta.pid); ok {
+			if p, ok := host.readProcesses(meta.pid); ok {
 				m.add("container_processes", true, p.processes)
 				m.add("container_file_descriptors", true, p.fds)
 				m.add("container_sockets", true, p.sockets)
 			}
-			if cg, ok := readCgroupMemory(meta.pid); ok {
+			if cg, ok := host.readCgroupMemory(meta.pid); ok {
 				m.add("container_oom_events_total", false, cg.oomKills)
 				m.add("container_memory_kernel_usage", true, cg.kernel)
 			}
 		}
 	}
 	return m.out
-}
-
-// blockDevice names a block device by its numbers, as the node calls it (/dev/vda).
-func blockDevice(major, minor uint64) string {
-	raw, err := os.ReadFile("/sys/dev/block/" + strconv.FormatUint(major, 10) + ":" + strconv.FormatUint(minor, 10) + "/uevent")
-	if err == nil {
-		for _, line := range strings.Split(string(raw), "\n") {
-			if name, ok := strings.CutPrefix(line, "DEVNAME="); ok {
-				return "/dev/" + name
-			}
-		}
-	}
-	return strconv.FormatUint(major, 10) + ":" + strconv.FormatUint(minor, 10)
-}
-
-// cgroupDirs maps the controllers of a process to their directories: cgroup v1 has one per
-// controller ("memory", "pids", ...), v2 one for all (key "").
-func cgroupDirs(pid int) (map[string]string, bool) {
-	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
-	if err != nil {
-		return nil, false
-	}
-	out := map[string]string{}
-	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
-		parts := strings.SplitN(line, ":", 3)
-		if len(parts) != 3 {
-			continue
-		}
-		if parts[1] == "" {
-			out[""] = filepath.Join("/sys/fs/cgroup", parts[2])
-			continue
-		}
-		for _, ctrl := range strings.Split(parts[1], ",") {
-			out[ctrl] = filepath.Join("/sys/fs/cgroup", parts[1], parts[2])
-		}
-	}
-	return out, len(out) > 0
-}
-
-type processCounts struct{ processes, fds, sockets uint64 }
-
-// readProcesses counts the processes of the container of pid (from its pids or unified cgroup)
-// and their open files and sockets.
-func readProcesses(pid int) (processCounts, bool) {
-	dirs, ok := cgroupDirs(pid)
-	if !ok {
-		return processCounts{}, false
-	}
-	dir, ok := dirs["pids"]
-	if !ok {
-		dir, ok = dirs[""]
-	}
-	if !ok {
-		return processCounts{}, false
-	}
-	raw, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
-	if err != nil {
-		return processCounts{}, false
-	}
-	var c processCounts
-	for _, f := range strings.Fields(string(raw)) {
-		c.processes++
-		fdDir := filepath.Join("/proc", f, "fd")
-		entries, err := os.ReadDir(fdDir)
-		if err != nil {
-			continue
-		}
-		for _, e := range entries {
-			c.fds++
-			if target, err := os.Readlink(filepath.Join(fdDir, e.Name())); err == nil && strings.HasPrefix(target, "socket:") {
-				c.sockets++
-			}
-		}
-	}
-	return c, true
-}
-
-type cgroupMemory struct{ oomKills, kernel uint64 }
-
-// readCgroupMemory reads the OOM kills and kernel memory of the container of pid.
-func readCgroupMemory(pid int) (cgroupMemory, bool) {
-	dirs, ok := cgroupDirs(pid)
-	if !ok {
-		return cgroupMemory{}, false
-	}
-	var out cgroupMemory
-	if dir, ok := dirs["memory"]; ok { // cgroup v1
-		kv := readKeyValues(filepath.Join(dir, "memory.oom_control"))
-		out.oomKills = kv["oom_kill"]
-		raw, err := os.ReadFile(filepath.Join(dir, "memory.kmem.usage_in_bytes"))
-		if err != nil {
-			return out, kv != nil
-		}
-		out.kernel, _ = strconv.ParseUint(strings.TrimSpace(string(raw)), 10, 64)
-		return out, true
-	}
-	dir, ok := dirs[""]
-	if !ok {
-		return out, false
-	}
-	events := readKeyValues(filepath.Join(dir, "memory.events"))
-	if events == nil {
-		return out, false
-	}
-	out.oomKills = events["oom_kill"]
-	st := readKeyValues(filepath.Join(dir, "memory.stat"))
-	out.kernel = st["kernel"]
-	if out.kernel == 0 {
-		out.kernel = st["kernel_stack"] + st["slab"] + st["sock"] + st["percpu"]
-	}
-	return out, true
-}
-
-// readKeyValues reads a cgroup file of "key value" lines; nil when it cannot be read.
-func readKeyValues(path string) map[string]uint64 {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return nil
-	}
-	out := map[string]uint64{}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if k, v, ok := strings.Cut(strings.TrimSpace(line), " "); ok {
-			out[k], _ = strconv.ParseUint(strings.TrimSpace(v), 10, 64)
-		}
-	}
-	return out
 }

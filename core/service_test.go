@@ -38,6 +38,9 @@ func newTestService(t *testing.T, fake *libdocker.Fake, opts Options) *Service {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
+	// The fake's containers have pids of the host's processes: never read the host's /proc and
+	// cgroups for them (a test that needs those points host at fixtures).
+	s.stats.host = hostFS{sys: t.TempDir(), proc: t.TempDir()}
 	return s
 }
 

@@ -261,16 +261,16 @@ func (s *Service) podStats(ctx context.Context, sb listed, ctrs []listed, snaps 
 	}
 	out.Linux.Process = &runtimeapi.ProcessUsage{Timestamp: ts, ProcessCount: &runtimeapi.UInt64Value{Value: n}}
 	if hasSandbox && sandboxSnap.cur.running {
-		out.Linux.Network = podNetwork(sandboxSnap, ts)
+		out.Linux.Network = podNetwork(s.stats.host, sandboxSnap, ts)
 	}
 	return out
 }
 
 // podNetwork reports the sandbox's interfaces, eth0 (or the first) as the default.
-func podNetwork(snap statsSnapshot, ts int64) *runtimeapi.NetworkUsage {
+func podNetwork(host hostFS, snap statsSnapshot, ts int64) *runtimeapi.NetworkUsage {
 	nets := snap.cur.networks
 	if len(nets) == 0 && snap.meta != nil && snap.meta.pid > 0 && !snap.meta.hostNetwork {
-		nets, _ = readNetDev(snap.meta.pid)
+		nets, _ = host.readNetDev(snap.meta.pid)
 	}
 	if len(nets) == 0 {
 		return nil

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -82,6 +80,8 @@ type statsSample struct {
 	networks   map[string]container.NetworkStats
 	// raw is Docker's reading, for the CRI metrics (metrics.go).
 	raw *container.StatsResponse
+	// io is the cgroup v2 io.stat read with it, for the I/O operations Docker leaves out on v2.
+	io []ioStat
 }
 
 // fsUsage is a measured writable layer.
@@ -99,6 +99,8 @@ type containerMeta struct {
 	upperDir    string // the overlay2 upper directory: the writable layer
 	pid         int
 	hostNetwork bool
+	// unifiedDir is the container's cgroup on a cgroup v2 node, "" on v1.
+	unifiedDir string
 	// For the CRI metrics: the Docker name and image, the start time and the limits.
 	name      string
 	image     string
@@ -146,6 +148,8 @@ type statsCollector struct {
 	staleAfter time.Duration
 	maxAge     time.Duration
 	sem        chan struct{}
+	// host is where the node's cgroups and processes are (cgroups.go).
+	host hostFS
 
 	mu      sync.Mutex
 	entries map[string]*statsEntry
@@ -167,6 +171,7 @@ func newStatsCollector(docker libdocker.Client, log *logrus.Entry) *statsCollect
 		fsEvery:    fsInterval,
 		staleAfter: 2 * statsInterval,
 		maxAge:     statsMaxAge,
+		host:       nodeHostFS(),
 		sem:        make(chan struct{}, statsConcurrency),
 		entries:    map[string]*statsEntry{},
 		stop:       make(chan struct{}),
@@ -314,6 +319,9 @@ func (c *statsCollector) fetch(ctx context.Context, id string, meta *containerMe
 			meta.pid = inspect.State.Pid
 			meta.startedAt, _ = time.Parse(time.RFC3339Nano, inspect.State.StartedAt)
 		}
+		if meta.pid > 0 {
+			meta.unifiedDir = c.host.unifiedDir(meta.pid)
+		}
 		if inspect.HostConfig != nil {
 			meta.hostNetwork = inspect.HostConfig.NetworkMode.IsHost()
 			meta.resources = inspect.HostConfig.Resources
@@ -324,6 +332,13 @@ func (c *statsCollector) fetch(ctx context.Context, id string, meta *containerMe
 		return nil, nil, nil, err
 	}
 	sample := sampleFromDocker(st)
+	if sample.running && meta.unifiedDir != "" {
+		// Docker's stats on cgroup v2 have no swap and no I/O operations (cgroups.go).
+		if !sample.hasSwap {
+			sample.swap, sample.hasSwap = readCgroupV2Swap(meta.unifiedDir)
+		}
+		sample.io, _ = readCgroupV2IO(meta.unifiedDir)
+	}
 	if fsu == nil || time.Since(fsu.at) >= c.fsEvery {
 		if measured, err := c.measureWritableLayer(ctx, id, meta.upperDir); err == nil {
 			fsu = measured
@@ -498,31 +513,4 @@ func (c *statsCollector) close() {
 	if running {
 		<-c.done
 	}
-}
-
-// readNetDev reads the interface counters of the network namespace process pid is in, for
-// pods whose network Docker does not manage (CNI): Docker reports no interfaces for them.
-func readNetDev(pid int) (map[string]container.NetworkStats, error) {
-	raw, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "net", "dev"))
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]container.NetworkStats{}
-	for _, line := range strings.Split(string(raw), "\n") {
-		name, rest, ok := strings.Cut(line, ":")
-		if !ok {
-			continue
-		}
-		name = strings.TrimSpace(name)
-		f := strings.Fields(rest)
-		if name == "lo" || len(f) < 16 {
-			continue
-		}
-		n := func(i int) uint64 { v, _ := strconv.ParseUint(f[i], 10, 64); return v }
-		out[name] = container.NetworkStats{
-			RxBytes: n(0), RxPackets: n(1), RxErrors: n(2), RxDropped: n(3),
-			TxBytes: n(8), TxPackets: n(9), TxErrors: n(10), TxDropped: n(11),
-		}
-	}
-	return out, nil
 }

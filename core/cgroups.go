@@ -1,0 +1,311 @@
+package core
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/docker/docker/api/types/container"
+)
+
+// What the node's cgroup and proc filesystems tell about a container beyond Docker's stats:
+// OOM kills, kernel memory, processes with their open files and sockets, the interfaces of a
+// network namespace Docker does not manage, and, on cgroup v2, swap and I/O operations. Docker
+// reads cgroup v2 through containerd's cgroups library and converts it (moby daemon/stats_unix.go,
+// statsV2, the same in Docker 20.10 to 29): memory.stat keys as the kernel names them ("anon",
+// "file", "inactive_file", "pgfault", ..., no "total_" prefix, no swap), cpu.stat in ns
+// (usage_usec * 1000 ...), memory.events "oom" as Failcnt, pids.max "max" as the largest
+// uint64, and io.stat's rbytes and wbytes as io_service_bytes_recursive entries with the ops
+// "read" and "write" (lowercase; v1 says "Read", "Write", "Total"...). It leaves the rios and
+// wios of io.stat out (io_serviced_recursive stays empty) and reports no swap: those two are
+// read here. The layouts follow the kernel's Documentation/admin-guide/cgroup-v2.rst and
+// cgroup-v1/; testdata/ holds fixtures of both.
+
+// hostFS is where the node's sysfs and procfs are: /sys and /proc, or fixture directories in
+// tests. Cgroups are mounted under sys/fs/cgroup.
+type hostFS struct{ sys, proc string }
+
+func nodeHostFS() hostFS { return hostFS{sys: "/sys", proc: "/proc"} }
+
+func (h hostFS) cgroupRoot() string { return filepath.Join(h.sys, "fs", "cgroup") }
+
+// cgroupHierarchy is how cgroups are mounted under a root.
+type cgroupHierarchy struct {
+	// version is 2 when the root is the unified hierarchy (a cgroup v2 node), else 1.
+	version int
+	// unified is where the unified hierarchy is mounted: the root on v2, root/unified on a v1
+	// node in systemd's hybrid mode (which has no controllers there), "" when nowhere.
+	unified string
+}
+
+// detectCgroupHierarchy tells cgroup v1 from v2 by what is mounted at root: the root of the
+// unified hierarchy holds cgroup.controllers; a v1 root is a tmpfs with one directory per
+// hierarchy (and, in hybrid mode, the unified one under "unified").
+func detectCgroupHierarchy(root string) cgroupHierarchy {
+	if isRegular(filepath.Join(root, "cgroup.controllers")) {
+		return cgroupHierarchy{version: 2, unified: root}
+	}
+	h := cgroupHierarchy{version: 1}
+	if isRegular(filepath.Join(root, "unified", "cgroup.controllers")) {
+		h.unified = filepath.Join(root, "unified")
+	}
+	return h
+}
+
+func isRegular(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.Mode().IsRegular()
+}
+
+// cgroupDirs maps the controllers of process pid to their directories, from its
+// /proc/PID/cgroup ("ID:CONTROLLERS:PATH" lines): on v1 one per controller ("memory", "pids",
+// "name=systemd" ...), under the directory the hierarchy is mounted on (co-mounted controllers
+// share one, named "cpu,cpuacct"); the unified hierarchy under the key "" (on v2 it is the only
+// one). It also returns the hierarchy.
+func (h hostFS) cgroupDirs(pid int) (map[string]string, cgroupHierarchy, bool) {
+	root := h.cgroupRoot()
+	hier := detectCgroupHierarchy(root)
+	raw, err := os.ReadFile(filepath.Join(h.proc, strconv.Itoa(pid), "cgroup"))
+	if err != nil {
+		return nil, hier, false
+	}
+	out := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 || !strings.HasPrefix(parts[2], "/") {
+			continue
+		}
+		// Clean keeps the path under the mount, whatever a process's cgroup says.
+		path := filepath.Clean(parts[2])
+		if parts[1] == "" {
+			if hier.unified != "" {
+				out[""] = filepath.Join(hier.unified, path)
+			}
+			continue
+		}
+		if hier.version == 2 {
+			continue
+		}
+		ctrls := strings.Split(parts[1], ",")
+		mount := filepath.Join(root, strings.TrimPrefix(parts[1], "name="))
+		if _, err := os.Stat(mount); err != nil && len(ctrls) > 1 {
+			mount = filepath.Join(root, ctrls[0]) // mounted one by one, or a symlink lost
+		}
+		for _, ctrl := range ctrls {
+			out[ctrl] = filepath.Join(mount, path)
+		}
+	}
+	return out, hier, len(out) > 0
+}
+
+// unifiedDir is the cgroup v2 directory of process pid on a v2 node; "" on v1 (a hybrid
+// node's unified hierarchy has no controllers, so no memory or io files).
+func (h hostFS) unifiedDir(pid int) string {
+	dirs, hier, ok := h.cgroupDirs(pid)
+	if !ok || hier.version != 2 {
+		return ""
+	}
+	return dirs[""]
+}
+
+type processCounts struct{ processes, fds, sockets uint64 }
+
+// readProcesses counts the processes of the container of pid (from its pids or unified cgroup)
+// and their open files and sockets.
+func (h hostFS) readProcesses(pid int) (processCounts, bool) {
+	dirs, _, ok := h.cgroupDirs(pid)
+	if !ok {
+		return processCounts{}, false
+	}
+	dir, ok := dirs["pids"]
+	if !ok {
+		dir, ok = dirs[""]
+	}
+	if !ok {
+		return processCounts{}, false
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return processCounts{}, false
+	}
+	var c processCounts
+	for _, f := range strings.Fields(string(raw)) {
+		if _, err := strconv.Atoi(f); err != nil {
+			continue
+		}
+		c.processes++
+		fdDir := filepath.Join(h.proc, f, "fd")
+		entries, err := os.ReadDir(fdDir)
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			c.fds++
+			if target, err := os.Readlink(filepath.Join(fdDir, e.Name())); err == nil && strings.HasPrefix(target, "socket:") {
+				c.sockets++
+			}
+		}
+	}
+	return c, true
+}
+
+type cgroupMemory struct{ oomKills, kernel uint64 }
+
+// readCgroupMemory reads the OOM kills and kernel memory of the container of pid: on v1 from
+// memory.oom_control ("oom_kill N", kernel 4.13+) and memory.kmem.usage_in_bytes; on v2 from
+// memory.events ("oom_kill N": processes the OOM killer killed; "oom" counts the times the
+// cgroup hit its limit and allocation failed, which Docker reports as Failcnt) and memory.stat
+// ("kernel", Linux 5.18+, or the kernel_stack, slab, sock and percpu it sums).
+func (h hostFS) readCgroupMemory(pid int) (cgroupMemory, bool) {
+	dirs, _, ok := h.cgroupDirs(pid)
+	if !ok {
+		return cgroupMemory{}, false
+	}
+	var out cgroupMemory
+	if dir, ok := dirs["memory"]; ok { // cgroup v1
+		kv := readKeyValues(filepath.Join(dir, "memory.oom_control"))
+		out.oomKills = kv["oom_kill"]
+		raw, err := os.ReadFile(filepath.Join(dir, "memory.kmem.usage_in_bytes"))
+		if err != nil {
+			return out, kv != nil
+		}
+		out.kernel, _ = strconv.ParseUint(strings.TrimSpace(string(raw)), 10, 64)
+		return out, true
+	}
+	dir, ok := dirs[""]
+	if !ok {
+		return out, false
+	}
+	events := readKeyValues(filepath.Join(dir, "memory.events"))
+	if events == nil {
+		return out, false
+	}
+	out.oomKills = events["oom_kill"]
+	st := readKeyValues(filepath.Join(dir, "memory.stat"))
+	if v, ok := st["kernel"]; ok {
+		out.kernel = v
+	} else {
+		out.kernel = st["kernel_stack"] + st["slab"] + st["sock"] + st["percpu"]
+	}
+	return out, true
+}
+
+// readCgroupV2Swap reads memory.swap.current of a cgroup v2 directory: the swap its processes
+// use. Missing without swap accounting.
+func readCgroupV2Swap(dir string) (uint64, bool) {
+	raw, err := os.ReadFile(filepath.Join(dir, "memory.swap.current"))
+	if err != nil {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(strings.TrimSpace(string(raw)), 10, 64)
+	return v, err == nil
+}
+
+// ioStat is one device's line of a cgroup v2 io.stat.
+type ioStat struct{ major, minor, rbytes, wbytes, rios, wios uint64 }
+
+// readCgroupV2IO parses io.stat of a cgroup v2 directory: one line per device,
+// "MAJ:MIN rbytes=N wbytes=N rios=N wios=N dbytes=N dios=N" (discards from Linux 5.2, and keys
+// the kernel may add later, are skipped).
+func readCgroupV2IO(dir string) ([]ioStat, bool) {
+	raw, err := os.ReadFile(filepath.Join(dir, "io.stat"))
+	if err != nil {
+		return nil, false
+	}
+	var out []ioStat
+	for _, line := range strings.Split(string(raw), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		maj, min, ok := strings.Cut(f[0], ":")
+		if !ok {
+			continue
+		}
+		var e ioStat
+		var err1, err2 error
+		e.major, err1 = strconv.ParseUint(maj, 10, 64)
+		e.minor, err2 = strconv.ParseUint(min, 10, 64)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		for _, kv := range f[1:] {
+			k, v, _ := strings.Cut(kv, "=")
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				continue
+			}
+			switch k {
+			case "rbytes":
+				e.rbytes = n
+			case "wbytes":
+				e.wbytes = n
+			case "rios":
+				e.rios = n
+			case "wios":
+				e.wios = n
+			}
+		}
+		out = append(out, e)
+	}
+	return out, true
+}
+
+// readKeyValues reads a cgroup file of "key value" lines (memory.stat, memory.events,
+// cpu.stat, memory.oom_control); nil when it cannot be read.
+func readKeyValues(path string) map[string]uint64 {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	out := map[string]uint64{}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), " "); ok {
+			out[k], _ = strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	return out
+}
+
+// readNetDev reads the interface counters of the network namespace process pid is in, for
+// pods whose network Docker does not manage (CNI): Docker reports no interfaces for them.
+func (h hostFS) readNetDev(pid int) (map[string]container.NetworkStats, error) {
+	raw, err := os.ReadFile(filepath.Join(h.proc, strconv.Itoa(pid), "net", "dev"))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]container.NetworkStats{}
+	for _, line := range strings.Split(string(raw), "\n") {
+		name, rest, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		name = strings.TrimSpace(name)
+		f := strings.Fields(rest)
+		if name == "lo" || len(f) < 16 {
+			continue
+		}
+		n := func(i int) uint64 { v, _ := strconv.ParseUint(f[i], 10, 64); return v }
+		out[name] = container.NetworkStats{
+			RxBytes: n(0), RxPackets: n(1), RxErrors: n(2), RxDropped: n(3),
+			TxBytes: n(8), TxPackets: n(9), TxErrors: n(10), TxDropped: n(11),
+		}
+	}
+	return out, nil
+}
+
+// blockDevice names a block device by its numbers, as the node calls it (/dev/vda), from
+// sys/dev/block/MAJ:MIN/uevent; "MAJ:MIN" when sysfs does not know it.
+func (h hostFS) blockDevice(major, minor uint64) string {
+	id := strconv.FormatUint(major, 10) + ":" + strconv.FormatUint(minor, 10)
+	raw, err := os.ReadFile(filepath.Join(h.sys, "dev", "block", id, "uevent"))
+	if err == nil {
+		for _, line := range strings.Split(string(raw), "\n") {
+			if name, ok := strings.CutPrefix(line, "DEVNAME="); ok {
+				return "/dev/" + name
+			}
+		}
+	}
+	return id
+}
