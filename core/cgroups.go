@@ -11,16 +11,18 @@ import (
 
 // What the node's cgroup and proc filesystems tell about a container beyond Docker's stats:
 // OOM kills, kernel memory, processes with their open files and sockets, the interfaces of a
-// network namespace Docker does not manage, and, on cgroup v2, swap and I/O operations. Docker
-// reads cgroup v2 through containerd's cgroups library and converts it (moby daemon/stats_unix.go,
-// statsV2, the same in Docker 20.10 to 29): memory.stat keys as the kernel names them ("anon",
-// "file", "inactive_file", "pgfault", ..., no "total_" prefix, no swap), cpu.stat in ns
-// (usage_usec * 1000 ...), memory.events "oom" as Failcnt, pids.max "max" as the largest
-// uint64, and io.stat's rbytes and wbytes as io_service_bytes_recursive entries with the ops
-// "read" and "write" (lowercase; v1 says "Read", "Write", "Total"...). It leaves the rios and
-// wios of io.stat out (io_serviced_recursive stays empty) and reports no swap: those two are
-// read here. The layouts follow the kernel's Documentation/admin-guide/cgroup-v2.rst and
-// cgroup-v1/; testdata/ holds fixtures of both.
+// network namespace Docker does not manage, and, on cgroup v2, swap and I/O operations.
+//
+// Docker reads cgroup v2 through containerd's cgroups library and converts it (moby
+// daemon/stats_unix.go statsV2, read in the source of Docker 28.5 and 29.8; older releases
+// convert alike): memory.stat keys as the kernel names them ("anon", "file", "inactive_file",
+// "pgfault", ..., no "total_" prefix, no swap), cpu.stat in ns (usage_usec * 1000 ...),
+// memory.events "oom" as Failcnt, pids.max "max" as the largest uint64, and io.stat's rbytes
+// and wbytes as io_service_bytes_recursive entries with the ops "read" and "write" (lowercase;
+// v1 says "Read", "Write", "Total"...). It leaves the rios and wios of io.stat out
+// (io_serviced_recursive stays empty) and reports no swap: those two are read here. The layouts
+// follow the kernel's Documentation/admin-guide/cgroup-v2.rst and cgroup-v1/; testdata/ holds
+// fixtures of both.
 
 // hostFS is where the node's sysfs and procfs are: /sys and /proc, or fixture directories in
 // tests. Cgroups are mounted under sys/fs/cgroup.

@@ -216,7 +216,7 @@ func TestReadCgroupV1Files(t *testing.T) {
 // dockerStatsV2 is what Docker reports for the cgroup v2 directory dir: containerd's cgroups
 // library reads the files (cgroup2/manager.go Stat; utils.go readIoStats, and
 // getStatFileContentUint64, for which "max" is the largest uint64) and moby converts them
-// (daemon/stats_unix.go statsV2, Docker 20.10 to 29): cpu.stat from µs to ns, memory.stat under
+// (daemon/stats_unix.go statsV2, as in Docker 28.5 and 29.8): cpu.stat from µs to ns, memory.stat under
 // the kernel's key names, memory.max capped at the machine's memory, memory.events "oom" as
 // Failcnt, io.stat bytes as "read"/"write" entries; no I/O operations, no swap, no "kernel".
 func dockerStatsV2(t *testing.T, dir string, machineMemory uint64) container.StatsResponse {
