@@ -114,8 +114,24 @@ func cgroupVersion(info system.Info) string {
 // shimType matches a containerd shim v2 runtime type, e.g. io.containerd.runsc.v1.
 var shimType = regexp.MustCompile(`^io\.containerd\.([a-z0-9_-]+)\.(v[0-9]+)$`)
 
+// ociFeaturesKey is where Docker 25+ (API 1.44) reports, in a runtime's /info status, the OCI
+// features it read from the runtime's binary ("BINARY features"): proof that it ran it.
+const ociFeaturesKey = "org.opencontainers.runtime-spec.features"
+
+// runtimeVersionKey matches the version annotation of a runtime's features, e.g.
+// org.opencontainers.runc.version (runc, crun and youki report one).
+var runtimeVersionKey = regexp.MustCompile(`^org\.opencontainers\.([a-z0-9_-]+)\.version$`)
+
 // runtimeChecks checks each runtime Docker knows: its binary must be there and executable —
 // a runtime whose path is a directory fails every pod only at start, with a cryptic error.
+//
+// The binary is the one Docker runs, not one of cri-dockerd's PATH: an absolute path is
+// checked as it is; a bare name ("runc", as Docker reports its own runtimes) is what dockerd
+// finds in its own PATH, so what Docker says it ran (the OCI features Docker 25+ read from the
+// binary, the default runtime's commit) is believed first, and cri-dockerd's PATH is only a
+// fallback where Docker says nothing. A runtime defined by runtimeType (a containerd shim,
+// Docker 23+) is reported by Docker with neither path nor type: it is a valid shim runtime whose
+// binary containerd finds, which cannot be checked from here.
 func runtimeChecks(info system.Info) []Check {
 	names := make([]string, 0, len(info.Runtimes))
 	for name := range info.Runtimes {
@@ -124,32 +140,108 @@ func runtimeChecks(info system.Info) []Check {
 	sort.Strings(names)
 	var out []Check
 	for _, name := range names {
-		rt := info.Runtimes[name]
-		check := Check{Name: "runtime " + name, Status: OK}
-		path := rt.Path
-		if path == "" && rt.Type != "" {
-			// A shim runtime: containerd runs containerd-shim-NAME-VERSION from its PATH.
-			if m := shimType.FindStringSubmatch(rt.Type); m != nil {
-				path = "containerd-shim-" + m[1] + "-" + m[2]
-			}
-		}
-		switch problem, resolved := binaryProblem(path); {
-		case path == "":
-			check.Status, check.Detail = Warn, "no path or shim type reported by Docker"
-		case problem != "":
-			check.Status, check.Detail = Fail, fmt.Sprintf("%s; fix its entry in /etc/docker/daemon.json and reload dockerd (kill -HUP)", problem)
-		default:
-			check.Detail = resolved
-			if len(rt.Args) > 0 {
-				check.Detail += " " + strings.Join(rt.Args, " ")
-			}
-		}
+		check := runtimeCheck(name, info)
 		if name == info.DefaultRuntime {
 			check.Detail += " (Docker's default)"
 		}
 		out = append(out, check)
 	}
 	return out
+}
+
+func runtimeCheck(name string, info system.Info) Check {
+	rt := info.Runtimes[name]
+	check := Check{Name: "runtime " + name, Status: OK}
+	ran := dockerRan(name, info)
+	args := ""
+	if len(rt.Args) > 0 {
+		args = " " + strings.Join(rt.Args, " ")
+	}
+	fixIt := "fix its entry in /etc/docker/daemon.json and reload dockerd (kill -HUP)"
+	switch {
+	case rt.Path == "" && rt.Type == "":
+		// Docker starts only with a path or a runtimeType for each runtime, and reports no type.
+		check.Detail = "a containerd shim runtime (runtimeType in daemon.json, which Docker's /info does not report): containerd finds its shim binary, which is not checked here"
+	case rt.Path == "":
+		check.Status, check.Detail = shimCheck(rt.Type)
+	case filepath.IsAbs(rt.Path):
+		if problem, _ := binaryProblem(rt.Path); problem != "" {
+			check.Status, check.Detail = Fail, problem+"; "+fixIt
+			break
+		}
+		check.Detail = "checked " + rt.Path + args
+		if ran != "" {
+			check.Detail += " (" + ran + ")"
+		}
+	case ran != "":
+		// A bare name: dockerd looked it up in its own PATH and ran what it found.
+		check.Detail = fmt.Sprintf("%s%s from dockerd's PATH (%s); not looked up in cri-dockerd's PATH", rt.Path, args, ran)
+	default:
+		// A bare name Docker says nothing about: cri-dockerd's PATH is all there is to look in.
+		problem, resolved := binaryProblem(rt.Path)
+		if problem != "" {
+			check.Status = Warn
+			check.Detail = fmt.Sprintf("%s, and Docker does not report running %q; dockerd looks it up in its own PATH: make sure dockerd finds it there", problem, rt.Path)
+			break
+		}
+		check.Detail = fmt.Sprintf("checked %s, %q in cri-dockerd's PATH%s (Docker does not report which binary its own PATH gives)", resolved, rt.Path, args)
+	}
+	return check
+}
+
+// dockerRan says what Docker reports about running a runtime's binary: its version from the
+// OCI features Docker read from it, or for the default runtime the commit of its --version;
+// "" when Docker reports nothing.
+func dockerRan(name string, info system.Info) string {
+	if raw := info.Runtimes[name].Status[ociFeaturesKey]; raw != "" {
+		var features struct {
+			Annotations map[string]string `json:"annotations"`
+		}
+		_ = json.Unmarshal([]byte(raw), &features)
+		keys := make([]string, 0, len(features.Annotations))
+		for k := range features.Annotations {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			if m := runtimeVersionKey.FindStringSubmatch(k); m != nil && features.Annotations[k] != "" {
+				v := "Docker ran " + m[1] + " " + features.Annotations[k]
+				if commit := features.Annotations["org.opencontainers."+m[1]+".commit"]; commit != "" {
+					v += ", commit " + commit
+				}
+				return v
+			}
+		}
+		return "Docker read its OCI features"
+	}
+	if name == info.DefaultRuntime {
+		if id := info.RuncCommit.ID; id != "" && id != "N/A" {
+			return "Docker ran it: commit " + id
+		}
+	}
+	return ""
+}
+
+// shimCheck checks a containerd shim runtime type, where a Docker reports one: a shim binary's
+// path, or a shim name whose binary containerd-shim-NAME-vN containerd looks up in its PATH
+// (cri-dockerd's may differ, so a miss there only warns).
+func shimCheck(typ string) (Status, string) {
+	if filepath.IsAbs(typ) {
+		if problem, _ := binaryProblem(typ); problem != "" {
+			return Fail, problem + "; fix its runtimeType in /etc/docker/daemon.json and reload dockerd (kill -HUP)"
+		}
+		return OK, "checked shim " + typ
+	}
+	m := shimType.FindStringSubmatch(typ)
+	if m == nil {
+		return Warn, fmt.Sprintf("runtime type %q is neither a containerd shim name (io.containerd.NAME.vN) nor a path", typ)
+	}
+	shim := "containerd-shim-" + m[1] + "-" + m[2]
+	problem, resolved := binaryProblem(shim)
+	if problem != "" {
+		return Warn, fmt.Sprintf("shim %s: %s; containerd looks it up in its own PATH: make sure it finds it there", typ, problem)
+	}
+	return OK, fmt.Sprintf("shim %s: checked %s in cri-dockerd's PATH (containerd looks in its own)", typ, resolved)
 }
 
 // binaryProblem says what is wrong with an executable, or "" and its resolved path.

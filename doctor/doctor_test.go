@@ -31,6 +31,7 @@ func TestDoctorFindsBrokenRuntimesAndAliases(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	t.Setenv("PATH", dir) // hermetic: the stock runtimes' bare "runc" is not looked up on the host
 	fake := libdocker.NewFake()
 	fake.AddRuntime("good", good)
 	fake.AddRuntime("youki", dir) // the mistake from the field: a directory
@@ -114,5 +115,137 @@ func TestDoctorCNIChecks(t *testing.T) {
 	}
 	if c := cniChecks(conf, []string{"/nonexistent", bin}); c[1].Status != OK {
 		t.Errorf("all plugins present: %+v", c)
+	}
+}
+
+// runcFeatures is the status Docker 25+ reports for a runtime whose binary it ran: the OCI
+// features of runc (here Docker 29's own runc 1.5.1, built without a commit).
+func runcFeatures(version, commit string) map[string]string {
+	raw, _ := json.Marshal(map[string]any{
+		"ociVersionMin": "1.0.0", "ociVersionMax": "1.3.0",
+		"annotations": map[string]string{
+			"io.github.seccomp.libseccomp.version": "2.5.4",
+			"org.opencontainers.runc.commit":       commit,
+			"org.opencontainers.runc.version":      version,
+		},
+	})
+	return map[string]string{"org.opencontainers.runtime-spec.features": string(raw)}
+}
+
+// TestDoctorChecksTheRuntimesDockerRuns: the doctor judges the binary Docker runs, from what
+// Docker reports, and looks in its own PATH only for a bare name Docker says nothing about; a
+// runtime daemon.json defines by runtimeType (which /info does not report) is a valid shim.
+func TestDoctorChecksTheRuntimesDockerRuns(t *testing.T) {
+	dir := t.TempDir()
+	ourRunc := filepath.Join(dir, "bin", "runc") // cri-dockerd's PATH: not dockerd's
+	if err := os.MkdirAll(filepath.Dir(ourRunc), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(ourRunc, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	absRunc := filepath.Join(dir, "opt", "runc")
+	if err := os.MkdirAll(filepath.Dir(absRunc), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(absRunc, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	emptyPath, ourPath := filepath.Join(dir, "empty"), filepath.Dir(ourRunc)
+
+	type want struct {
+		status   Status
+		says     []string
+		saysNot  []string
+		forCheck string
+	}
+	for _, tc := range []struct {
+		name  string
+		setup func(f *libdocker.Fake)
+		path  string
+		want  []want
+	}{
+		{
+			name: "Docker 29: runc from its own PATH, reported by its features",
+			setup: func(f *libdocker.Fake) {
+				f.SetAPIVersion("1.51")
+				f.SetRuncCommit("")
+				f.SetRuntimeStatus("runc", runcFeatures("1.5.1", ""))
+				f.SetRuntimeStatus("io.containerd.runc.v2", runcFeatures("1.5.1", ""))
+			},
+			path: ourPath, // a runc of another version in ours: not the one Docker runs
+			want: []want{
+				{forCheck: "runtime runc", status: OK, says: []string{"runc from dockerd's PATH", "Docker ran runc 1.5.1", "(Docker's default)"}, saysNot: []string{ourRunc}},
+				{forCheck: "runtime io.containerd.runc.v2", status: OK, says: []string{"Docker ran runc 1.5.1"}, saysNot: []string{ourRunc}},
+			},
+		},
+		{
+			name: "Docker 29: a runtime defined by runtimeType",
+			setup: func(f *libdocker.Fake) {
+				f.SetAPIVersion("1.51")
+				f.AddShimRuntime("x", "io.containerd.runc.v2", nil)
+				f.AddShimRuntime("runsc", "io.containerd.runsc.v1", map[string]any{"TypeUrl": "io.containerd.runsc.v1.options", "ConfigPath": "/etc/containerd/runsc.toml"})
+			},
+			path: emptyPath,
+			want: []want{
+				{forCheck: "runtime x", status: OK, says: []string{"containerd shim runtime", "runtimeType"}},
+				{forCheck: "runtime runsc", status: OK, says: []string{"containerd shim runtime"}},
+			},
+		},
+		{
+			name: "an absolute path is checked as it is, with the version Docker read",
+			setup: func(f *libdocker.Fake) {
+				f.SetAPIVersion("1.51")
+				f.AddRuntime("alt", absRunc, "--root", "/run/alt")
+				f.SetRuntimeStatus("alt", runcFeatures("1.5.1", "v1.5.1-0-gabcdef0"))
+			},
+			path: emptyPath,
+			want: []want{{forCheck: "runtime alt", status: OK, says: []string{"checked " + absRunc + " --root /run/alt", "Docker ran runc 1.5.1, commit v1.5.1-0-gabcdef0"}}},
+		},
+		{
+			name:  "Docker 20.10: the default runtime's commit, no status (API 1.41)",
+			setup: func(f *libdocker.Fake) { f.SetRuntimeStatus("io.containerd.runc.v2", runcFeatures("9.9.9", "")) },
+			path:  ourPath,
+			want: []want{
+				{forCheck: "runtime runc", status: OK, says: []string{"runc from dockerd's PATH", "Docker ran it: commit 1.1.5+ds1-1+deb12u1"}, saysNot: []string{ourRunc}},
+				// Docker says nothing of this one (the status needs API 1.44): our PATH, named.
+				{forCheck: "runtime io.containerd.runc.v2", status: OK, says: []string{"checked " + ourRunc, "cri-dockerd's PATH"}, saysNot: []string{"9.9.9"}},
+			},
+		},
+		{
+			name:  "a bare name Docker says nothing about and our PATH lacks only warns",
+			setup: func(f *libdocker.Fake) { f.SetRuncCommit("N/A") },
+			path:  emptyPath,
+			want: []want{
+				{forCheck: "runtime runc", status: Warn, says: []string{"runc is not found in PATH", "dockerd looks it up in its own PATH"}},
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("PATH", tc.path)
+			fake := libdocker.NewFake()
+			tc.setup(fake)
+			info, err := fake.Info(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			checks := runtimeChecks(info)
+			for _, w := range tc.want {
+				c := find(checks, w.forCheck)
+				if c.Status != w.status {
+					t.Errorf("%s: %s %q, want %s", w.forCheck, c.Status, c.Detail, w.status)
+				}
+				for _, s := range w.says {
+					if !strings.Contains(c.Detail, s) {
+						t.Errorf("%s: %q does not say %q", w.forCheck, c.Detail, s)
+					}
+				}
+				for _, s := range w.saysNot {
+					if strings.Contains(c.Detail, s) {
+						t.Errorf("%s: %q names %q, which is not what Docker runs", w.forCheck, c.Detail, s)
+					}
+				}
+			}
+		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
 	"regexp"
 	"slices"
@@ -68,7 +69,13 @@ type Fake struct {
 	subscribers      []*fakeSubscriber
 
 	containerdStore bool // Docker's containerd image store (fake_imagestore.go)
+
+	runtimeStatus map[string]map[string]string // Info().Runtimes[name].Status (API >= 1.44)
+	runcCommit    string                       // Info().RuncCommit.ID
 }
+
+// fakeRuncCommit is what Docker 20.10 on Debian 12 reports as its default runtime's commit.
+const fakeRuncCommit = "1.1.5+ds1-1+deb12u1"
 
 type fakeContainer struct {
 	seq      int
@@ -93,8 +100,9 @@ var fakeEngineVersions = map[string]string{
 	"1.47": "27.5.1", "1.48": "28.0.4", "1.49": "28.1.1", "1.50": "28.3.3", "1.51": "28.5.2",
 }
 
-// NewFake returns a daemon with the runtimes runc (default) and io.containerd.runc.v2,
-// API version 1.41 (Docker 20.10), cgroupfs, and no images or containers.
+// NewFake returns a daemon with the runtimes runc (default) and io.containerd.runc.v2, both
+// "runc" from dockerd's PATH as Docker reports them, API version 1.41 (Docker 20.10), cgroupfs,
+// and no images or containers.
 func NewFake() *Fake {
 	return &Fake{
 		apiVersion: "1.41",
@@ -102,8 +110,10 @@ func NewFake() *Fake {
 		defaultRT:  "runc",
 		runtimes: map[string]system.Runtime{
 			"runc":                  {Path: "runc"},
-			"io.containerd.runc.v2": {Type: "io.containerd.runc.v2"},
+			"io.containerd.runc.v2": {Path: "runc"},
 		},
+		runtimeStatus: map[string]map[string]string{},
+		runcCommit:    fakeRuncCommit,
 		broken:        map[string]bool{},
 		cgroupDriver:  "cgroupfs",
 		rootDir:       "/var/lib/docker",
@@ -126,6 +136,38 @@ func (f *Fake) AddRuntime(name, path string, args ...string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.runtimes[name] = system.Runtime{Path: path, Args: slices.Clone(args)}
+}
+
+// AddShimRuntime registers (or replaces) a runtime that daemon.json defines by its containerd
+// shim, {"runtimeType": TYPE, "options": {...}} (Docker 23+): TYPE is a shim name such as
+// io.containerd.runsc.v1 or a shim binary's path. Docker's /info reports such a runtime with
+// neither path nor type, and no status.
+func (f *Fake) AddShimRuntime(name, runtimeType string, options map[string]any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.runtimes[name] = system.Runtime{Type: runtimeType, Options: options}
+	delete(f.runtimeStatus, name)
+}
+
+// SetRuntimeStatus sets what Info reports as a runtime's status from API 1.44 (Docker 25) on:
+// Docker puts there the OCI features it read from the runtime's binary ("BINARY features"),
+// under "org.opencontainers.runtime-spec.features"; nil removes it.
+func (f *Fake) SetRuntimeStatus(name string, status map[string]string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if status == nil {
+		delete(f.runtimeStatus, name)
+		return
+	}
+	f.runtimeStatus[name] = maps.Clone(status)
+}
+
+// SetRuncCommit sets Info().RuncCommit.ID: the commit Docker read from its default runtime's
+// "--version" ("N/A" when it could not run or parse it; empty for a build without a commit).
+func (f *Fake) SetRuncCommit(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.runcCommit = id
 }
 
 // SetDefaultRuntime sets daemon.json "default-runtime". It panics on an unregistered runtime
@@ -788,10 +830,16 @@ func (f *Fake) Info(ctx context.Context) (system.Info, error) {
 		DefaultRuntime: f.defaultRT, Runtimes: map[string]system.RuntimeWithStatus{},
 		SecurityOptions: slices.Clone(f.securityOpts), Images: len(f.images), Containers: len(f.containers),
 	}
+	// Docker reports a runtime's path and args only, never its runtimeType or options; the
+	// status from API 1.44 on.
 	for name, rt := range f.runtimes {
-		rt.Args = slices.Clone(rt.Args)
-		info.Runtimes[name] = system.RuntimeWithStatus{Runtime: rt}
+		reported := system.RuntimeWithStatus{Runtime: system.Runtime{Path: rt.Path, Args: slices.Clone(rt.Args)}}
+		if st, ok := f.runtimeStatus[name]; ok && versions.GreaterThanOrEqualTo(f.apiVersion, "1.44") {
+			reported.Status = maps.Clone(st)
+		}
+		info.Runtimes[name] = reported
 	}
+	info.RuncCommit = system.Commit{ID: f.runcCommit}
 	for _, c := range f.containers {
 		if c.resp.State.Running {
 			info.ContainersRunning++
