@@ -2,6 +2,9 @@ package core
 
 import (
 	"context"
+	"errors"
+	"io/fs"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -9,7 +12,9 @@ import (
 	"github.com/docker/docker/api/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/cri-dockerd/cri-dockerd/containerdroot"
 	"github.com/cri-dockerd/cri-dockerd/libdocker"
+	"github.com/cri-dockerd/cri-dockerd/supervise"
 )
 
 // diskUsageCache holds Docker's disk usage: computing it walks every layer, far too slow to do
@@ -41,13 +46,11 @@ func (c *diskUsageCache) get(ctx context.Context) (types.DiskUsage, time.Time, e
 	return du, c.fetched, nil
 }
 
-// ImageFsInfo reports the bytes of image layers and of containers' writable layers. Both live
-// under Docker's root directory, so both name it as their filesystem.
+// ImageFsInfo reports the bytes and inodes of image layers and of containers' writable
+// layers. With the classic store both live under Docker's root directory, which both name as
+// their filesystem; with the containerd store (Docker 29's default) they live under
+// containerd's snapshotter root, which containerd reports (layersRoot).
 func (s *Service) ImageFsInfo(ctx context.Context, _ *runtimeapi.ImageFsInfoRequest) (*runtimeapi.ImageFsInfoResponse, error) {
-	info, err := s.runtimes.get(ctx)
-	if err != nil {
-		return nil, dockerError(err, "docker info")
-	}
 	du, at, err := s.diskUsage.get(ctx)
 	if err != nil {
 		return nil, dockerError(err, "docker disk usage")
@@ -56,21 +59,160 @@ func (s *Service) ImageFsInfo(ctx context.Context, _ *runtimeapi.ImageFsInfoRequ
 	for _, c := range du.Containers {
 		containerBytes += c.SizeRw
 	}
+	root := s.layers.root(ctx)
 	var inodes *runtimeapi.UInt64Value
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(info.DockerRootDir, &st); err == nil {
-		inodes = &runtimeapi.UInt64Value{Value: st.Files - st.Ffree}
+	if n, ok := s.layers.inodes(ctx, root.walk); ok {
+		inodes = &runtimeapi.UInt64Value{Value: n}
 	}
-	fs := func(used int64) *runtimeapi.FilesystemUsage {
+	usage := func(used int64) *runtimeapi.FilesystemUsage {
 		return &runtimeapi.FilesystemUsage{
 			Timestamp:  at.UnixNano(),
-			FsId:       &runtimeapi.FilesystemIdentifier{Mountpoint: info.DockerRootDir},
+			FsId:       &runtimeapi.FilesystemIdentifier{Mountpoint: root.mountpoint},
 			UsedBytes:  &runtimeapi.UInt64Value{Value: uint64(max(used, 0))},
 			InodesUsed: inodes,
 		}
 	}
 	return &runtimeapi.ImageFsInfoResponse{
-		ImageFilesystems:     []*runtimeapi.FilesystemUsage{fs(du.LayersSize)},
-		ContainerFilesystems: []*runtimeapi.FilesystemUsage{fs(containerBytes)},
+		ImageFilesystems:     []*runtimeapi.FilesystemUsage{usage(du.LayersSize)},
+		ContainerFilesystems: []*runtimeapi.FilesystemUsage{usage(containerBytes)},
 	}, nil
+}
+
+// layersDir is where an engine keeps image layers and writable layers: mountpoint names the
+// filesystem to the kubelet, walk is the directory whose inodes are the layers'.
+type layersDir struct{ mountpoint, walk string }
+
+// layersRoots finds and remembers the layers' directory, and counts its inodes in the
+// background at most every inodeCountAge: a walk of every layer file is far too slow for each
+// of the kubelet's calls, and a statfs counts the whole filesystem's, not the layers'.
+type layersRoots struct {
+	service *Service
+	// snapshotterRoot asks containerd (containerdroot.SnapshotterRoot; replaced in tests).
+	snapshotterRoot func(ctx context.Context, address, snapshotter string) (string, error)
+
+	mu        sync.Mutex
+	known     layersDir
+	knownAt   time.Time
+	count     map[string]inodeCount
+	inflight  map[string]chan struct{}
+	countsAge time.Duration
+}
+
+const (
+	inodeCountAge = 5 * time.Minute
+	// firstCountWait bounds how long a call waits for the first count; it answers without
+	// inodes if the walk takes longer, and the count comes with a later call.
+	firstCountWait = 2 * time.Second
+)
+
+type inodeCount struct {
+	n  uint64
+	at time.Time
+}
+
+func newLayersRoots(s *Service) *layersRoots {
+	return &layersRoots{service: s, snapshotterRoot: containerdroot.SnapshotterRoot, count: map[string]inodeCount{}, inflight: map[string]chan struct{}{}, countsAge: inodeCountAge}
+}
+
+// root is the layers' directory of the engine, from the cached /info; containerd is asked
+// again at most once a minute (its root changes only with its configuration).
+func (l *layersRoots) root(ctx context.Context) layersDir {
+	info, err := l.service.runtimes.get(ctx)
+	if err != nil {
+		return layersDir{mountpoint: "/var/lib/docker", walk: "/var/lib/docker"}
+	}
+	classic := layersDir{mountpoint: info.DockerRootDir, walk: filepath.Join(info.DockerRootDir, info.Driver)}
+	if !containerdImageStore(info.Info) {
+		return classic
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.known.walk != "" && time.Since(l.knownAt) < time.Minute {
+		return l.known
+	}
+	l.knownAt = time.Now()
+	address := ""
+	if info.Containerd != nil {
+		address = info.Containerd.Address
+	}
+	rootDir, err := l.snapshotterRoot(ctx, address, info.Driver)
+	if err != nil {
+		l.service.warnOnce("containerd-root", "image filesystem: %v; reporting Docker's root directory %s instead of containerd's", err, info.DockerRootDir)
+		l.known = layersDir{mountpoint: info.DockerRootDir, walk: info.DockerRootDir}
+		return l.known
+	}
+	l.known = layersDir{mountpoint: rootDir, walk: rootDir}
+	return l.known
+}
+
+// inodes is the number of inodes under dir (hard links counted once): the last count, while a
+// newer one is taken when it is older than inodeCountAge; the first count is waited for up to
+// firstCountWait.
+func (l *layersRoots) inodes(ctx context.Context, dir string) (uint64, bool) {
+	l.mu.Lock()
+	c, ok := l.count[dir]
+	if ok && time.Since(c.at) < l.countsAge {
+		l.mu.Unlock()
+		return c.n, true
+	}
+	done, running := l.inflight[dir]
+	if !running {
+		done = make(chan struct{})
+		l.inflight[dir] = done
+		go supervise.Run(l.service.log, "inode count of "+dir, func() {
+			n, err := countInodes(dir)
+			l.mu.Lock()
+			if err == nil {
+				l.count[dir] = inodeCount{n: n, at: time.Now()}
+			}
+			delete(l.inflight, dir)
+			l.mu.Unlock()
+			close(done)
+		})
+	}
+	l.mu.Unlock()
+	if ok {
+		return c.n, true // the stale count meanwhile
+	}
+	wait := time.NewTimer(firstCountWait)
+	defer wait.Stop()
+	select {
+	case <-done:
+	case <-wait.C:
+		return 0, false
+	case <-ctx.Done():
+		return 0, false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c, ok = l.count[dir]
+	return c.n, ok
+}
+
+// countInodes counts the files, directories and links under dir, each inode once, as
+// `du --inodes` does; entries that vanish meanwhile are skipped.
+func countInodes(dir string) (uint64, error) {
+	seen := map[uint64]bool{}
+	var n uint64
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		if st, ok := info.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 && !d.IsDir() {
+			if seen[st.Ino] {
+				return nil
+			}
+			seen[st.Ino] = true
+		}
+		n++
+		return nil
+	})
+	return n, err
 }

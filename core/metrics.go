@@ -219,7 +219,7 @@ type nodeFS struct {
 }
 
 func (s *Service) filesystemOf(ctx context.Context) nodeFS {
-	root := s.dockerRootDir(ctx)
+	root := s.layersMountpoint(ctx)
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(root, &st); err != nil {
 		return nodeFS{device: root}

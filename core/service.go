@@ -88,7 +88,9 @@ type Service struct {
 	clampOOMScore bool
 	imageRemoval  sync.Mutex
 	diskUsage     *diskUsageCache
-	logs          *containerlog.Manager
+	// layers is where image and writable layers live, and their inode count (imagefs.go).
+	layers *layersRoots
+	logs   *containerlog.Manager
 	// net networks sandboxes; checkpoints keep what it needs to tear a pod down and the pod's
 	// IPs (nil without a root directory); netLocks serialise set up and tear down per sandbox.
 	net         network.Plugin
@@ -135,6 +137,7 @@ func New(ctx context.Context, docker libdocker.Client, opts Options) (*Service, 
 		diskUsage: newDiskUsageCache(docker, 10*time.Second),
 		net:       opts.Network,
 	}
+	s.layers = newLayersRoots(s)
 	s.stats = newStatsCollector(docker, s.log)
 	s.events = newEventBroker(s)
 	if err := s.openCheckpoints(); err != nil {

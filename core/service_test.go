@@ -30,6 +30,8 @@ func newTestService(t *testing.T, fake *libdocker.Fake, opts Options) *Service {
 	logger := logrus.New()
 	logger.SetOutput(io.Discard)
 	opts.Logger = logger
+	// Docker's root directory is the test's own: ImageFsInfo and the fs metrics read it.
+	fake.SetDockerRootDir(t.TempDir())
 	if _, err := fake.InspectImage(context.Background(), testPauseImage); err != nil {
 		fake.AddImage(libdocker.FakeImage("", "", testPauseImage))
 		fake.AddImage(libdocker.FakeImage("", "", testImage))

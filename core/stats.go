@@ -110,7 +110,7 @@ func (s *Service) containerStats(ctx context.Context, c listed, snap statsSnapsh
 	if fsu := snap.fs; fsu != nil {
 		out.WritableLayer = &runtimeapi.FilesystemUsage{
 			Timestamp: fsu.at.UnixNano(),
-			FsId:      &runtimeapi.FilesystemIdentifier{Mountpoint: s.dockerRootDir(ctx)},
+			FsId:      &runtimeapi.FilesystemIdentifier{Mountpoint: s.layersMountpoint(ctx)},
 			UsedBytes: &runtimeapi.UInt64Value{Value: fsu.bytes},
 		}
 		if fsu.hasInodes {
@@ -120,12 +120,10 @@ func (s *Service) containerStats(ctx context.Context, c listed, snap statsSnapsh
 	return out
 }
 
-// dockerRootDir is where writable layers live, from the cached /info.
-func (s *Service) dockerRootDir(ctx context.Context) string {
-	if info, err := s.runtimes.get(ctx); err == nil && info.DockerRootDir != "" {
-		return info.DockerRootDir
-	}
-	return "/var/lib/docker"
+// layersMountpoint names the filesystem of writable layers: Docker's root directory, or
+// containerd's snapshotter root with the containerd image store (imagefs.go).
+func (s *Service) layersMountpoint(ctx context.Context) string {
+	return s.layers.root(ctx).mountpoint
 }
 
 // PodSandboxStats reports a ready pod: its containers' stats, their sums, and the network of

@@ -73,7 +73,7 @@ func TestListContainerStatsServesRunningContainersFromTheCache(t *testing.T) {
 			m.RssBytes.GetValue() != 60<<20 || m.PageFaults.GetValue() != 7 || m.MajorPageFaults.GetValue() != 2 || m.AvailableBytes.GetValue() != (1<<30)-(70<<20) {
 			t.Errorf("cgroup v2 stats converted to cpu %v memory %v", st.Cpu, m)
 		}
-		if st.WritableLayer == nil || st.WritableLayer.FsId.GetMountpoint() != "/var/lib/docker" {
+		if info, _ := fake.Info(context.Background()); st.WritableLayer == nil || st.WritableLayer.FsId.GetMountpoint() != info.DockerRootDir {
 			t.Errorf("writable layer %v", st.WritableLayer)
 		}
 	}

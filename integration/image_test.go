@@ -4,8 +4,10 @@ package integration
 
 import (
 	"context"
+	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -59,8 +61,27 @@ func TestImageFsInfoReportsUsage(t *testing.T) {
 		t.Fatalf("image filesystems: %v, want one", resp.ImageFilesystems)
 	}
 	fs := resp.ImageFilesystems[0]
-	if fs.GetUsedBytes().GetValue() == 0 || fs.GetFsId().GetMountpoint() != info.DockerRootDir || fs.Timestamp == 0 {
-		t.Errorf("image filesystem = %v; want used bytes > 0, mountpoint %s, a timestamp", fs, info.DockerRootDir)
+	// The classic store keeps layers under Docker's root; the containerd store (Docker 29's
+	// default) under containerd's snapshotter root, which containerd reports.
+	want := info.DockerRootDir
+	for _, kv := range info.DriverStatus {
+		if kv[0] == "driver-type" && kv[1] == "io.containerd.snapshotter.v1" {
+			want = "io.containerd.snapshotter.v1." + info.Driver
+		}
+	}
+	if fs.GetUsedBytes().GetValue() == 0 || !strings.HasSuffix(fs.GetFsId().GetMountpoint(), want) || fs.Timestamp == 0 {
+		t.Errorf("image filesystem = %v; want used bytes > 0, mountpoint %s, a timestamp", fs, want)
+	}
+	if _, err := os.Stat(fs.GetFsId().GetMountpoint()); err != nil {
+		t.Errorf("image filesystem mountpoint: %v", err)
+	}
+	// The layers' own inodes, not the whole filesystem's.
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(fs.GetFsId().GetMountpoint(), &st); err != nil {
+		t.Fatal(err)
+	}
+	if used := fs.GetInodesUsed().GetValue(); used == 0 || used >= st.Files-st.Ffree {
+		t.Errorf("image filesystem inodes used %d; want the layers' own, fewer than the filesystem's %d", used, st.Files-st.Ffree)
 	}
 }
 
