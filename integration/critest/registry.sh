@@ -12,7 +12,11 @@
 #   4. builds busybox-based stand-ins with the property each spec checks (see IMAGES below) and
 #      pushes them.
 # Idempotent: step 4 is skipped when the stamp (a hash of this script and its inputs) matches
-# and the registry still has every manifest. The registry keeps running (like dockerd).
+# and the registry still has every manifest.
+#
+# `registry.sh stop` stops the registry (run.sh does at the end of each run, pass or fail, so
+# nothing is left on 127.0.0.1:443). Its data stays in the cache: the next start serves every
+# image again without building or pushing, in about a second.
 #
 # Env: CRITEST_CACHE (default /var/cache/cri-dockerd-ci), FORCE=1 rebuilds and pushes anyway.
 set -euo pipefail
@@ -78,6 +82,34 @@ IMAGES=(
 ALSO_SERVED=("k8s.gcr.io/pause:3.9")
 
 log() { echo "registry.sh: $*" >&2; }
+
+# registry_pid: the pid of the registry this script started, if it still runs.
+registry_pid() {
+  local pid
+  pid=$(cat "$REG/registry.pid" 2>/dev/null) || return 1
+  [[ -n $pid && "$(readlink "/proc/$pid/exe" 2>/dev/null)" == /usr/bin/docker-registry ]] && echo "$pid"
+}
+
+# stop_registry: SIGTERM to the registry of the pid file, and wait for it to go (5 s, then SIGKILL).
+stop_registry() {
+  local pid
+  pid=$(registry_pid) || { rm -f "$REG/registry.pid"; return 0; }
+  kill -TERM "$pid" 2>/dev/null || true
+  for _ in $(seq 1 50); do [[ -d /proc/$pid ]] || break; sleep 0.1; done
+  if [[ -d /proc/$pid ]]; then
+    log "registry $pid did not stop within 5 s of SIGTERM; killing it"
+    kill -KILL "$pid" 2>/dev/null || true
+    for _ in $(seq 1 20); do [[ -d /proc/$pid ]] || break; sleep 0.1; done
+  fi
+  rm -f "$REG/registry.pid"
+  log "stopped the registry ($pid)"
+}
+
+if [[ ${1:-} == stop ]]; then
+  stop_registry
+  exit 0
+fi
+[[ $# -eq 0 ]] || { echo "usage: $0 [stop]" >&2; exit 2; }
 
 # ---------------------------------------------------------------------------------------------
 # 1. Packages.
@@ -154,29 +186,23 @@ if [[ "$(cat "$REG/config.yml" 2>/dev/null)"$'\n' != "$config" ]]; then
 fi
 
 registry_up() { curl -sf -o /dev/null --max-time 3 --cacert "$CA" "https://${HOSTS[0]}/v2/"; }
-registry_pid() {
-  local pid
-  pid=$(cat "$REG/registry.pid" 2>/dev/null) || return 1
-  [[ -n $pid && "$(readlink "/proc/$pid/exe" 2>/dev/null)" == /usr/bin/docker-registry ]] && echo "$pid"
-}
 
 if ((restart)) && pid=$(registry_pid); then
   log "restarting the registry ($pid) for its new configuration"
-  kill "$pid"
-  for _ in $(seq 1 50); do [[ -d /proc/$pid ]] || break; sleep 0.1; done
+  stop_registry
 fi
 if ! registry_up; then
   if pid=$(registry_pid); then
     log "registry $pid does not answer; restarting it"
-    kill "$pid" || true
-    sleep 1
+    stop_registry
   fi
   if ss -Hltn "sport = :443" | grep -q .; then
     log "port 443 is taken by another program:"; ss -Hltnp "sport = :443" >&2; exit 1
   fi
   log "starting docker-registry on $ADDR (log: $REG/registry.log)"
-  # It outlives this run: close the lock descriptors of run.sh (9) and build-k8s.sh (8), or it
-  # would hold the critest lock, and every later run would wait for it.
+  # It outlives this script (run.sh stops it with `registry.sh stop`): close the lock
+  # descriptors of run.sh (9) and build-k8s.sh (8), or it would hold the critest lock, and every
+  # later run would wait for it.
   setsid nohup /usr/bin/docker-registry serve "$REG/config.yml" </dev/null >>"$REG/registry.log" 2>&1 8>&- 9>&- &
   echo $! >"$REG/registry.pid"
   for _ in $(seq 1 100); do registry_up && break; sleep 0.1; done
