@@ -1,4 +1,5 @@
-// Package containerdroot asks containerd where a snapshotter keeps its data. With Docker's
+// Package containerdroot asks containerd where a snapshotter keeps its data, and where a
+// container's writable snapshot is. With Docker's
 // containerd image store (Docker 29's default) image layers and containers' writable layers
 // live there, not under Docker's data root, so the image filesystem the kubelet watches is
 // that directory's. containerd's introspection service reports each plugin's root in its
@@ -10,14 +11,57 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
-const pluginsMethod = "/containerd.services.introspection.v1.Introspection/Plugins"
+const (
+	pluginsMethod = "/containerd.services.introspection.v1.Introspection/Plugins"
+	mountsMethod  = "/containerd.services.snapshots.v1.Snapshots/Mounts"
+)
+
+// UpperDir returns the overlay upper directory of the snapshot key (Docker names a
+// container's writable snapshot after the container's ID) in containerd namespace ns: where
+// the container's writes land, as an overlay2 UpperDir does with the classic store.
+func UpperDir(ctx context.Context, address, ns, snapshotter, key string) (string, error) {
+	conn, err := grpc.NewClient("unix://"+address, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	req := protowire.AppendString(protowire.AppendTag(nil, 1, protowire.BytesType), snapshotter)
+	req = protowire.AppendString(protowire.AppendTag(req, 2, protowire.BytesType), key)
+	ctx = metadata.AppendToOutgoingContext(ctx, "containerd-namespace", ns)
+	var resp []byte
+	if err := conn.Invoke(ctx, mountsMethod, req, &resp, grpc.ForceCodec(rawCodec{})); err != nil {
+		return "", fmt.Errorf("containerd at %s: mounts of snapshot %s: %w", address, key, err)
+	}
+	// MountsResponse {1 repeated Mount {1 type, 2 source, 3 target, 4 repeated options}}
+	var upper string
+	err = eachField(resp, func(num protowire.Number, m []byte) error {
+		if num != 1 {
+			return nil
+		}
+		return eachField(m, func(num protowire.Number, v []byte) error {
+			if opt, ok := strings.CutPrefix(string(v), "upperdir="); num == 4 && ok {
+				upper = opt
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return "", fmt.Errorf("containerd at %s: mounts of snapshot %s: %w", address, key, err)
+	}
+	if upper == "" {
+		return "", fmt.Errorf("containerd at %s: snapshot %s has no overlay upper directory", address, key)
+	}
+	return upper, nil
+}
 
 // SnapshotterRoot returns the root directory of containerd's snapshotter named snapshotter
 // (e.g. "overlayfs"), asking the containerd at address (a unix socket path).

@@ -87,8 +87,9 @@ type layersDir struct{ mountpoint, walk string }
 // of the kubelet's calls, and a statfs counts the whole filesystem's, not the layers'.
 type layersRoots struct {
 	service *Service
-	// snapshotterRoot asks containerd (containerdroot.SnapshotterRoot; replaced in tests).
+	// snapshotterRoot and upperDir ask containerd (containerdroot; replaced in tests).
 	snapshotterRoot func(ctx context.Context, address, snapshotter string) (string, error)
+	upperDir        func(ctx context.Context, address, ns, snapshotter, key string) (string, error)
 
 	mu        sync.Mutex
 	known     layersDir
@@ -111,7 +112,7 @@ type inodeCount struct {
 }
 
 func newLayersRoots(s *Service) *layersRoots {
-	return &layersRoots{service: s, snapshotterRoot: containerdroot.SnapshotterRoot, count: map[string]inodeCount{}, inflight: map[string]chan struct{}{}, countsAge: inodeCountAge}
+	return &layersRoots{service: s, snapshotterRoot: containerdroot.SnapshotterRoot, upperDir: containerdroot.UpperDir, count: map[string]inodeCount{}, inflight: map[string]chan struct{}{}, countsAge: inodeCountAge}
 }
 
 // root is the layers' directory of the engine, from the cached /info; containerd is asked
@@ -143,6 +144,23 @@ func (l *layersRoots) root(ctx context.Context) layersDir {
 	}
 	l.known = layersDir{mountpoint: rootDir, walk: rootDir}
 	return l.known
+}
+
+// snapshotUpperDir is the upper directory of a container's writable snapshot with the
+// containerd image store (Docker names it after the container), so that its writable layer
+// is measured with inodes, as overlay2's is; "" with the classic store or when containerd
+// cannot say (Docker's size of the container stands in then).
+func (l *layersRoots) snapshotUpperDir(ctx context.Context, id string) string {
+	info, err := l.service.runtimes.get(ctx)
+	if err != nil || !containerdImageStore(info.Info) || info.Containerd == nil {
+		return ""
+	}
+	upper, err := l.upperDir(ctx, info.Containerd.Address, info.Containerd.Namespaces.Containers, info.Driver, id)
+	if err != nil {
+		l.service.log.WithField("id", id).Debugf("writable layer: %v", err)
+		return ""
+	}
+	return upper
 }
 
 // inodes is the number of inodes under dir (hard links counted once): the last count, while a

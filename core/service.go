@@ -139,6 +139,7 @@ func New(ctx context.Context, docker libdocker.Client, opts Options) (*Service, 
 	}
 	s.layers = newLayersRoots(s)
 	s.stats = newStatsCollector(docker, s.log)
+	s.stats.snapshotUpperDir = s.layers.snapshotUpperDir
 	s.events = newEventBroker(s)
 	if err := s.openCheckpoints(); err != nil {
 		return nil, err

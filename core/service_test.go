@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"io"
 	"testing"
 
@@ -39,6 +40,13 @@ func newTestService(t *testing.T, fake *libdocker.Fake, opts Options) *Service {
 	s, err := New(context.Background(), fake, opts)
 	if err != nil {
 		t.Fatalf("New: %v", err)
+	}
+	// No containerd is asked in unit tests (the fake's /info names the host's socket).
+	s.layers.snapshotterRoot = func(context.Context, string, string) (string, error) {
+		return "", errors.New("no containerd in unit tests")
+	}
+	s.layers.upperDir = func(context.Context, string, string, string, string) (string, error) {
+		return "", errors.New("no containerd in unit tests")
 	}
 	// The fake's containers have pids of the host's processes: never read the host's /proc and
 	// cgroups for them (a test that needs those points host at fixtures).

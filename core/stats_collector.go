@@ -150,6 +150,9 @@ type statsCollector struct {
 	sem        chan struct{}
 	// host is where the node's cgroups and processes are (cgroups.go).
 	host hostFS
+	// snapshotUpperDir finds a container's writable layer where Docker's inspect has none
+	// (the containerd image store); "" when unknown. Set by the service.
+	snapshotUpperDir func(ctx context.Context, id string) string
 
 	mu      sync.Mutex
 	entries map[string]*statsEntry
@@ -310,6 +313,8 @@ func (c *statsCollector) fetch(ctx context.Context, id string, meta *containerMe
 		meta = &containerMeta{}
 		if inspect.GraphDriver.Name == "overlay2" {
 			meta.upperDir = inspect.GraphDriver.Data["UpperDir"]
+		} else if c.snapshotUpperDir != nil {
+			meta.upperDir = c.snapshotUpperDir(ctx, id)
 		}
 		meta.name = strings.TrimPrefix(inspect.Name, "/")
 		if inspect.Config != nil {
@@ -410,7 +415,14 @@ func (c *statsCollector) measureWritableLayer(ctx context.Context, id, upperDir 
 	}
 	size, ok := c.sizes[id]
 	if !ok {
-		return nil, errors.New("not in Docker's disk usage yet")
+		// Created since the disk usage was taken (it is refreshed once per fsEvery): Docker
+		// measures this one layer when asked, so a new container has its usage at once.
+		rw, err := c.docker.InspectContainerSize(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		c.sizes[id] = rw
+		return &fsUsage{at: time.Now(), bytes: uint64(max(rw, 0))}, nil
 	}
 	return &fsUsage{at: c.sizesAt, bytes: uint64(max(size, 0))}, nil
 }

@@ -339,3 +339,68 @@ func TestPanicInStatsRefreshIsAnError(t *testing.T) {
 		t.Errorf("Version after the panic: %v", err)
 	}
 }
+
+// Without an overlay2 upper directory (Docker's containerd image store), a container created
+// after Docker's disk usage was taken still has its writable layer: Docker measures that one
+// container when asked (issue 11 bug 3).
+func TestWritableLayerOfANewContainerWithoutAnUpperDir(t *testing.T) {
+	fake := libdocker.NewFake()
+	fake.SetContainerdImageStore(true)
+	s := newTestService(t, fake, Options{})
+	t.Cleanup(s.Close)
+	ctx := context.Background()
+	podID, podCfg := runPod(t, s, "layer", "")
+	first := startedContainer(t, s, podID, podCfg, "first")
+	if err := fake.SetContainerSize(first, 4096); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ContainerStats(ctx, &runtimeapi.ContainerStatsRequest{ContainerId: first}); err != nil {
+		t.Fatal(err)
+	}
+	late := startedContainer(t, s, podID, podCfg, "late")
+	if err := fake.SetContainerSize(late, 12288); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := s.ContainerStats(ctx, &runtimeapi.ContainerStatsRequest{ContainerId: late})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wl := resp.Stats.WritableLayer; wl == nil || wl.UsedBytes.GetValue() != 12288 {
+		t.Errorf("writable layer of a container newer than the disk usage: %v, want 12288 bytes", wl)
+	}
+	if n := fake.Calls("DiskUsage"); n != 1 {
+		t.Errorf("%d disk usage calls, want 1 (a new container is measured alone)", n)
+	}
+}
+
+// With the containerd store the container's writable snapshot, which containerd names, is
+// walked like an overlay2 upper directory: bytes and inodes.
+func TestWritableLayerFromTheContainerdSnapshot(t *testing.T) {
+	fake := libdocker.NewFake()
+	fake.SetAPIVersion("1.51")
+	fake.SetContainerdImageStore(true)
+	s := newTestService(t, fake, Options{})
+	t.Cleanup(s.Close)
+	upper := t.TempDir()
+	if err := os.WriteFile(filepath.Join(upper, "written"), make([]byte, 64<<10), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	s.layers.upperDir = func(_ context.Context, _, ns, snapshotter, key string) (string, error) {
+		keys = append(keys, ns+"/"+snapshotter+"/"+key)
+		return upper, nil
+	}
+	podID, podCfg := runPod(t, s, "snap", "")
+	id := startedContainer(t, s, podID, podCfg, "c")
+	resp, err := s.ContainerStats(context.Background(), &runtimeapi.ContainerStatsRequest{ContainerId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wl := resp.Stats.WritableLayer
+	if wl == nil || wl.UsedBytes.GetValue() < 64<<10 || wl.InodesUsed.GetValue() != 2 {
+		t.Errorf("writable layer %v, want the snapshot's 64 KiB file and 2 inodes", wl)
+	}
+	if len(keys) != 1 || !strings.HasSuffix(keys[0], "/overlayfs/"+id) {
+		t.Errorf("containerd asked for snapshots %q, want the container's in the overlayfs snapshotter", keys)
+	}
+}

@@ -42,6 +42,9 @@ type Client interface {
 	StopContainer(ctx context.Context, id string, timeout time.Duration) error
 	RemoveContainer(ctx context.Context, id string, opts container.RemoveOptions) error
 	InspectContainer(ctx context.Context, id string) (*container.InspectResponse, error)
+	// InspectContainerSize is the bytes of a container's writable layer (an inspect with
+	// size, which makes Docker measure that layer alone).
+	InspectContainerSize(ctx context.Context, id string) (int64, error)
 	ListContainers(ctx context.Context, opts container.ListOptions) ([]container.Summary, error)
 
 	// CreateExec prepares a process in a running container; AttachExec starts it and returns
@@ -182,6 +185,19 @@ func (c *client) InspectContainer(ctx context.Context, id string) (*container.In
 		return nil, classify(err)
 	}
 	return &resp, nil
+}
+
+func (c *client) InspectContainerSize(ctx context.Context, id string) (int64, error) {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	resp, _, err := c.api.ContainerInspectWithRaw(ctx, id, true)
+	if err != nil {
+		return 0, classify(err)
+	}
+	if resp.SizeRw == nil {
+		return 0, fmt.Errorf("docker reported no size for container %s", id)
+	}
+	return *resp.SizeRw, nil
 }
 
 func (c *client) ListContainers(ctx context.Context, opts container.ListOptions) ([]container.Summary, error) {

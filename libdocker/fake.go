@@ -87,6 +87,7 @@ type fakeContainer struct {
 	// changed is closed (and replaced) when logs grow or the container stops or goes away.
 	changed chan struct{}
 	removed bool
+	sizeRw  int64 // the writable layer's bytes, as DiskUsage and an inspect with size tell
 }
 
 var _ Client = (*Fake)(nil)
@@ -772,6 +773,7 @@ func (f *Fake) DiskUsage(ctx context.Context, opts types.DiskUsageOptions) (type
 		du.Containers = []*container.Summary{}
 		for _, c := range f.sortedContainers(true) {
 			s := c.summary()
+			s.SizeRw = c.sizeRw
 			du.Containers = append(du.Containers, &s)
 		}
 	}
@@ -829,6 +831,11 @@ func (f *Fake) Info(ctx context.Context) (system.Info, error) {
 		Driver: driver, DriverStatus: driverStatus, DockerRootDir: f.rootDir, CgroupDriver: f.cgroupDriver, CgroupVersion: "2",
 		DefaultRuntime: f.defaultRT, Runtimes: map[string]system.RuntimeWithStatus{},
 		SecurityOptions: slices.Clone(f.securityOpts), Images: len(f.images), Containers: len(f.containers),
+	}
+	// From API 1.46 Docker says which containerd it uses (the containerd image store talks to
+	// it for images and snapshots too).
+	if versions.GreaterThanOrEqualTo(f.apiVersion, "1.46") {
+		info.Containerd = &system.ContainerdInfo{Address: "/run/containerd/containerd.sock", Namespaces: system.ContainerdNamespaces{Containers: "moby", Plugins: "plugins.moby"}}
 	}
 	// Docker reports a runtime's path and args only, never its runtimeType or options; the
 	// status from API 1.44 on.
@@ -1134,6 +1141,32 @@ func (f *Fake) InspectContainer(ctx context.Context, id string) (*container.Insp
 		return nil, err
 	}
 	return c.inspect(), nil
+}
+
+// InspectContainerSize implements Client.
+func (f *Fake) InspectContainerSize(ctx context.Context, id string) (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.enter(ctx, "InspectContainerSize"); err != nil {
+		return 0, err
+	}
+	c, err := f.lookupContainer(id)
+	if err != nil {
+		return 0, err
+	}
+	return c.sizeRw, nil
+}
+
+// SetContainerSize sets the bytes a container's writable layer holds.
+func (f *Fake) SetContainerSize(id string, bytes int64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, err := f.lookupContainer(id)
+	if err != nil {
+		return err
+	}
+	c.sizeRw = bytes
+	return nil
 }
 
 func (c *fakeContainer) inspect() *container.InspectResponse {
