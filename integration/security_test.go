@@ -498,3 +498,32 @@ func TestRecursiveReadOnlyMount(t *testing.T) {
 		t.Errorf("mounts %+v, want a recursively read-only bind", c.HostConfig.Mounts)
 	}
 }
+
+// A privileged container runs without a seccomp filter whatever profile it names: here one
+// that blocks sethostname (critest's "runtime should ignore a seccomp profile that blocks
+// setting hostname when privileged"). Docker 28+ applies an explicit profile to privileged
+// containers, Docker 20.10 did not. This VM's runc 1.1 (Debian's 20.10) cannot start
+// privileged containers at all; runc 1.5 (Docker 29's) can.
+func TestPrivilegedContainerIgnoresItsSeccompProfile(t *testing.T) {
+	profile := filepath.Join(t.TempDir(), "block-hostname.json")
+	if err := os.WriteFile(profile, []byte(`{"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [{"names": ["sethostname"], "action": "SCMP_ACT_ERRNO"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := StartDaemon(t, "--network-plugin=")
+	podCfg := newPodConfig(t, "privseccomp")
+	podCfg.Linux.SecurityContext.Privileged = true
+	sandboxID := runPod(t, d, podCfg, "")
+	cfg := containerConfig("priv", sleeper)
+	cfg.Linux.SecurityContext.Privileged = true
+	cfg.Linux.SecurityContext.Seccomp = &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: profile}
+	id := createContainer(t, d, sandboxID, podCfg, cfg)
+	if _, err := d.Runtime.StartContainer(t.Context(), &runtimeapi.StartContainerRequest{ContainerId: id}); err != nil {
+		if strings.Contains(err.Error(), "unable to apply caps") {
+			t.Skipf("this engine's runtime cannot start privileged containers on this VM: %v", err)
+		}
+		t.Fatal(err)
+	}
+	if out, stderr, code := execIn(t, d, id, "hostname", "crid-priv"); code != 0 {
+		t.Errorf("sethostname in a privileged container: exit %d %s%s; want the seccomp profile ignored", code, out, stderr)
+	}
+}
