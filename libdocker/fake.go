@@ -893,6 +893,16 @@ func (f *Fake) CreateContainer(ctx context.Context, name string, cfg *container.
 			hostConfig.NetworkMode = "default"
 		}
 	}
+	// Daemons before API 1.43 have no HostConfig.Annotations: the field is dropped unread.
+	if versions.LessThan(f.apiVersion, "1.43") {
+		hostConfig.Annotations = nil
+	}
+	// The cdi device driver exists from Docker 25 (API 1.44).
+	for _, dr := range hostConfig.DeviceRequests {
+		if dr.Driver == "cdi" && versions.LessThan(f.apiVersion, "1.44") {
+			return "", dErr(cerrdefs.ErrInvalidArgument, "could not select device driver %q with capabilities: %v", dr.Driver, dr.Capabilities)
+		}
+	}
 	// Docker 23+ (API 1.42) runs containerd shims by their name without configuration.
 	if _, ok := f.runtimes[hostConfig.Runtime]; !ok && !(fakeShimName.MatchString(hostConfig.Runtime) && versions.GreaterThanOrEqualTo(f.apiVersion, "1.42")) {
 		msg := "unknown or invalid runtime name: " + hostConfig.Runtime

@@ -528,3 +528,39 @@ func TestConcurrentUse(t *testing.T) {
 		t.Errorf("containers %d, creates %d", n, f.Calls("CreateContainer"))
 	}
 }
+
+// What the fake does differently per Engine API version, as the daemons do: annotations from
+// 1.43, the cdi device driver from 1.44, shim names from 1.42.
+func TestFakeEmulatesEachEngineVersion(t *testing.T) {
+	for _, tc := range []struct {
+		api                        string
+		annotations, cdi, shimName bool
+	}{
+		{"1.41", false, false, false},
+		{"1.42", false, false, true},
+		{"1.43", true, false, true},
+		{"1.44", true, true, true},
+		{"1.51", true, true, true},
+	} {
+		f := NewFake()
+		f.SetAPIVersion(tc.api)
+		f.AddImage(FakeImage("", "", "busybox:1"))
+		ctx := context.Background()
+		id, err := f.CreateContainer(ctx, "a-"+tc.api, &container.Config{Image: "busybox:1"}, &container.HostConfig{Annotations: map[string]string{"k": "v"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, _ := f.InspectContainer(ctx, id)
+		if got := c.HostConfig.Annotations["k"] == "v"; got != tc.annotations {
+			t.Errorf("API %s: annotations kept %v, want %v", tc.api, got, tc.annotations)
+		}
+		_, err = f.CreateContainer(ctx, "c-"+tc.api, &container.Config{Image: "busybox:1"}, &container.HostConfig{Resources: container.Resources{DeviceRequests: []container.DeviceRequest{{Driver: "cdi", DeviceIDs: []string{"vendor.com/gpu=0"}}}}})
+		if got := err == nil; got != tc.cdi {
+			t.Errorf("API %s: cdi device request accepted %v (%v), want %v", tc.api, got, err, tc.cdi)
+		}
+		_, err = f.CreateContainer(ctx, "s-"+tc.api, &container.Config{Image: "busybox:1"}, &container.HostConfig{Runtime: "io.containerd.spin.v2"})
+		if got := err == nil; got != tc.shimName {
+			t.Errorf("API %s: shim name accepted %v (%v), want %v", tc.api, got, err, tc.shimName)
+		}
+	}
+}
