@@ -8,8 +8,14 @@
 # Env: CRITEST_OUT  output dir (default: a new /tmp/cri-dockerd-critest.XXXXXX)
 #      CRITEST_TIMEOUT  suite timeout (default 45m)
 #      CRITEST_VERBOSE=1  stream critest's output (it is always kept in the output dir)
+#      CRITEST_DOCKER_ENDPOINT  the Docker engine under test, passed as --docker-endpoint
+#                    (default: cri-dockerd's, unix:///var/run/docker.sock, the 20.10 engine of
+#                    integration/setup/docker.sh); the setup scripts always prepare that engine,
+#                    which builds and pushes the registry's images
+#      CRITEST_EXPECTED  the expected-failures file (default expected-failures.txt, for 20.10;
+#                    expected-failures-docker29.txt is Docker 29's)
 #
-# Compares the failed specs with expected-failures.txt; exits non-zero on any unexpected failure.
+# Compares the failed specs with the expected failures; exits non-zero on any unexpected failure.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -22,6 +28,10 @@ BINARY=$1
 shift
 [[ -x $BINARY ]] || { echo "run.sh: $BINARY is not an executable" >&2; exit 2; }
 BINARY=$(cd "$(dirname "$BINARY")" && pwd)/$(basename "$BINARY")
+EXPECTED=${CRITEST_EXPECTED:-$HERE/expected-failures.txt}
+[[ -f $EXPECTED ]] || { echo "run.sh: no expected-failures file $EXPECTED" >&2; exit 2; }
+docker_args=()
+[[ -n ${CRITEST_DOCKER_ENDPOINT:-} ]] && docker_args=(--docker-endpoint "$CRITEST_DOCKER_ENDPOINT")
 
 log() { echo "critest/run.sh: $*" >&2; }
 
@@ -93,7 +103,7 @@ jq '.name = "crid-critest" | .plugins[0].bridge = "crid-ct0" | .plugins[0].ipam.
   "$ROOT/packaging/cni/10-cri-dockerd-bridge.conflist" >"$RUN/net.d/10-critest.conflist"
 log "starting $BINARY on $ENDPOINT (log: $DAEMON_LOG)"
 "$BINARY" --container-runtime-endpoint "$ENDPOINT" --cri-dockerd-root-directory "$RUN/root" \
-  --network-plugin=cni --cni-conf-dir "$RUN/net.d" --log-level info >"$DAEMON_LOG" 2>&1 &
+  --network-plugin=cni --cni-conf-dir "$RUN/net.d" "${docker_args[@]}" --log-level info >"$DAEMON_LOG" 2>&1 &
 daemon_pid=$!
 for _ in $(seq 1 300); do
   [[ -S $SOCK ]] && crictl version >/dev/null 2>&1 && break
@@ -162,7 +172,7 @@ report_args=()
 # A benchmark or focused run does not run every listed spec: do not list those lines.
 if ((benchmark)) || (($# > 0)); then report_args+=(--partial); fi
 if ((benchmark)); then report_args+=(--benchmark-dir "$OUT/benchmark"); fi
-python3 "$HERE/report.py" "${report_args[@]}" "$JUNIT" "$HERE/expected-failures.txt"
+python3 "$HERE/report.py" "${report_args[@]}" "$JUNIT" "$EXPECTED"
 status=$?
 set -e
 echo "critest: output in $OUT (junit.xml, critest.log, cri-dockerd.log)"
@@ -170,5 +180,5 @@ if ((status != 0)); then
   ((status == 1)) && log "unexpected failures (see above)" || log "could not evaluate the report"
   exit 1
 fi
-if ((rc != 0)); then log "critest failed, but every failure is listed in expected-failures.txt"; fi
+if ((rc != 0)); then log "critest failed, but every failure is listed in $(basename "$EXPECTED")"; fi
 exit 0
