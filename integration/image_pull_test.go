@@ -191,7 +191,13 @@ func TestContainerStatusImageRefIsUpstreamsPullableForm(t *testing.T) {
 		}
 	}
 	check("pulled from a registry", fromRegistry, pulled.ImageRef, "docker-pullable://"+wantDigest)
-	check("committed locally", local, localID, "docker://"+localID)
+	// A committed image has no repo digest on the classic store; the containerd store gives it
+	// one of its own (REPO@ID), which upstream's rule reports as docker-pullable://.
+	localRef := "docker://" + localID
+	if inspected, err := suite.docker.ImageInspect(ctx, localID); err == nil && len(inspected.RepoDigests) > 0 {
+		localRef = "docker-pullable://" + inspected.RepoDigests[0]
+	}
+	check("committed locally", local, localID, localRef)
 
 	// Gone: Docker removes the image by force from under its (created, not running) container.
 	if _, err := suite.docker.ImageRemove(ctx, localID, image.RemoveOptions{Force: true}); err != nil {

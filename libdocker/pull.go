@@ -94,13 +94,16 @@ type pullWatch struct {
 
 	mu     sync.Mutex
 	last   *jsonmessage.JSONMessage
-	lastAt time.Time
+	lastAt time.Time // of the last message that was progress
+	// seen is each layer's last progress text: the containerd image store repeats a stalled
+	// layer's "Downloading 71B/142B" every few seconds, which is no progress.
+	seen map[string]string
 	// stall is nil without a deadline and once a layer extracts.
 	stall *time.Timer
 }
 
 func watchPull(ref string, deadline, interval time.Duration, log *logrus.Entry, cancel context.CancelCauseFunc) *pullWatch {
-	w := &pullWatch{ref: ref, deadline: deadline, log: log, cancel: cancel, done: make(chan struct{}), reported: make(chan struct{}), lastAt: time.Now()}
+	w := &pullWatch{ref: ref, deadline: deadline, log: log, cancel: cancel, done: make(chan struct{}), reported: make(chan struct{}), lastAt: time.Now(), seen: map[string]string{}}
 	if deadline > 0 {
 		w.mu.Lock() // stalled reads w.stall
 		w.stall = time.AfterFunc(deadline, w.stalled)
@@ -113,7 +116,13 @@ func watchPull(ref string, deadline, interval time.Duration, log *logrus.Entry, 
 func (w *pullWatch) observe(msg *jsonmessage.JSONMessage) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.last, w.lastAt = msg, time.Now()
+	w.last = msg
+	text := formatProgress(msg)
+	if w.seen[msg.ID] == text {
+		return // the same news again
+	}
+	w.seen[msg.ID] = text
+	w.lastAt = time.Now()
 	if w.stall == nil {
 		return
 	}

@@ -110,6 +110,18 @@ func TestPullImageProgressDeadline(t *testing.T) {
 			wantErr: []string{testPullRef, "no pull progress for 200ms", `(last: "abc123: Downloading 1MB/20MB")`},
 		},
 		{
+			// The containerd image store repeats a stalled layer's progress every few seconds.
+			name: "the same progress repeated",
+			steps: func() []pullStep {
+				s := []pullStep{status("abc123", "Pulling fs layer", 0, 0)}
+				for i := 0; i < 12; i++ { // 600 ms of "Downloading 71B/142B", every 50 ms
+					s = append(s, status("abc123", "Downloading", 71, 142), pullStep{pause: 50 * time.Millisecond})
+				}
+				return append(s, pullStep{stall: true})
+			}(),
+			wantErr: []string{testPullRef, "no pull progress for 200ms", `(last: "abc123: Downloading 71B/142B")`},
+		},
+		{
 			name:    "no message at all",
 			steps:   []pullStep{{stall: true}},
 			wantErr: []string{testPullRef, "no pull progress for 200ms", `(last: "no progress message yet")`},
