@@ -81,9 +81,11 @@ stop_engine() {
     # dockerd stops its containers (10 s each at most, in parallel) before it exits.
     stop_proc "$RUN/docker.pid" "$bin/dockerd" 60
     # Shims of containers dockerd could not stop, then containerd.
-    local pid
-    for pid in $(pgrep -f -- "-address $CTRD_SOCK" || true); do
-      [[ "$(readlink "/proc/$pid/exe" 2>/dev/null)" == "$bin/containerd-shim-runc-v2" ]] && kill -KILL "$pid" 2>/dev/null || true
+    local p
+    for p in /proc/[0-9]*; do
+      [[ "$(readlink "$p/exe" 2>/dev/null)" == "$bin/containerd-shim-runc-v2" ]] &&
+        tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qF -- "-address $CTRD_SOCK " &&
+        kill -KILL "${p#/proc/}" 2>/dev/null || true
     done
     stop_proc "$RUN/containerd.pid" "$bin/containerd" 20
   fi
