@@ -244,18 +244,28 @@ else
   fi
   ip link set "$BRIDGE" up
 
-  # Both daemons detached (setsid + nohup) so they outlive this script and its CI step; the
-  # lock descriptors of this script and of critest/run.sh (6, 7, 8, 9) are not inherited.
+  # Both daemons detached (setsid + nohup) so they outlive this script and its CI step, with no
+  # descriptor of ours but 0-2: a lock held by this script or any caller (run.sh's critest
+  # lock, `flock FILE make ...`) would otherwise be held as long as they run.
+  detach() { # LOG CMD...: prints the pid (setsid does not fork here: we lead no process group)
+    local out=$1
+    shift
+    (
+      for fd in /proc/$BASHPID/fd/*; do
+        fd=${fd##*/}
+        ((fd > 2)) && eval "exec $fd>&-" 2>/dev/null
+      done
+      exec setsid nohup env -i PATH="$ENV_PATH" HOME=/root "$@"
+    ) </dev/null >>"$out" 2>&1 &
+    echo $!
+  }
   log "starting containerd $("$BIN/containerd" --version | awk '{print $3}') (log: $LOGDIR/containerd.log)"
-  setsid nohup env -i PATH="$ENV_PATH" HOME=/root "$BIN/containerd" --config "$RUN/containerd.toml" \
-    </dev/null >>"$LOGDIR/containerd.log" 2>&1 6>&- 7>&- 8>&- 9>&- &
-  echo $! >"$RUN/containerd.pid"
+  detach "$LOGDIR/containerd.log" "$BIN/containerd" --config "$RUN/containerd.toml" >"$RUN/containerd.pid"
   for _ in $(seq 1 300); do [[ -S $CTRD_SOCK ]] && break; sleep 0.1; done
   [[ -S $CTRD_SOCK ]] || { log "containerd did not create $CTRD_SOCK within 30 s:"; tail -20 "$LOGDIR/containerd.log" >&2; exit 1; }
 
   log "starting dockerd $("$BIN/dockerd" --version | awk '{print $3}' | tr -d ,) ($STORE image store, log: $LOGDIR/dockerd.log)"
-  setsid nohup env -i PATH="$ENV_PATH" HOME=/root "$BIN/dockerd" "${dockerd_args[@]}" \
-    </dev/null >>"$LOGDIR/dockerd.log" 2>&1 6>&- 7>&- 8>&- 9>&- &
+  detach "$LOGDIR/dockerd.log" "$BIN/dockerd" "${dockerd_args[@]}" >/dev/null
   for _ in $(seq 1 600); do answers && break; sleep 0.1; done
   answers || { log "dockerd did not answer on $SOCK within 60 s:"; tail -20 "$LOGDIR/dockerd.log" >&2; exit 1; }
   echo "$config_hash" >"$RUN/config.hash"
