@@ -49,6 +49,11 @@ func (s *Service) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 		vols.release()
 		return nil, s.runtimeFailure(ctx, err, fmt.Sprintf("create container %q", name), rt)
 	}
+	if err := vols.check(ctx, id); err != nil {
+		s.removeAfterFailure(ctx, id)
+		vols.release()
+		return nil, err
+	}
 	vols.commit(id)
 	return &runtimeapi.CreateContainerResponse{ContainerId: id}, nil
 }

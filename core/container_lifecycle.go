@@ -29,6 +29,9 @@ func (s *Service) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 		}
 		return &runtimeapi.StartContainerResponse{}, nil
 	}
+	if serr := s.imageVolumes.subPathStartError(id, err); serr != nil {
+		return nil, serr
+	}
 	if libdocker.IsNotFound(err) && !errors.Is(err, libdocker.ErrRuntimeFailed) {
 		return nil, notFoundf("container %q not found", id)
 	}

@@ -401,6 +401,85 @@ func subPathError(err error, sub, img string) error {
 	return invalidf("image_sub_path %q of image %q: %v", sub, img, err)
 }
 
+// check makes Docker resolve the sub paths of its own image mounts in container id, just
+// created: Docker 29 (and 28, by its source) accepts a sub path the image lacks at create and
+// fails only at start ("cannot access path ..."), where the CRI, as containerd, refuses it at
+// CreateContainer with NotFound (the kubelet's node e2e expects CreateContainerError). We
+// cannot see the image's files without mounting them; Docker's archive API sets up
+// the container's mounts as a start does, so a stat of one of its targets fails the same way,
+// without starting anything. One call checks every mount; none without a native sub path.
+// The caller removes the container when it fails.
+func (p *preparedImageVolumes) check(ctx context.Context, id string) error {
+	if p == nil {
+		return nil
+	}
+	target := ""
+	for _, m := range p.set.Mounts {
+		if m.Native && m.SubPath != "" {
+			target = m.ContainerPath
+			break
+		}
+	}
+	if target == "" {
+		return nil
+	}
+	_, err := p.v.docker.StatContainerPath(ctx, id, target)
+	if err == nil {
+		return nil
+	}
+	if e := nativeSubPathError(p.set.Mounts, err); e != nil {
+		return e
+	}
+	return dockerError(err, "image volumes of container %q: check with Docker that their sub paths exist", p.name)
+}
+
+// subPathStartError maps Docker's failure to start container id on a sub path of its image
+// mounts (a container created before check existed, or by a Docker that resolves sub paths
+// only at start after all) to NotFound or InvalidArgument naming the mount; nil for any other
+// failure.
+func (v *imageVolumes) subPathStartError(id string, err error) error {
+	_, u := v.get(id)
+	if u == nil {
+		return nil
+	}
+	return nativeSubPathError(u.set.Mounts, err)
+}
+
+// nativeSubPathError names the image volume whose sub path Docker could not resolve (its error
+// ends the path it tried with "/SUB"), or all of those with a sub path when none is named.
+func nativeSubPathError(mounts []imageVolumeMount, err error) error {
+	notFound := errors.Is(err, libdocker.ErrSubpathNotFound)
+	if !notFound && !errors.Is(err, libdocker.ErrSubpathInvalid) {
+		return nil
+	}
+	msg := err.Error()
+	var named, all []imageVolumeMount
+	for _, m := range mounts {
+		if !m.Native || m.SubPath == "" {
+			continue
+		}
+		all = append(all, m)
+		if strings.Contains(msg, "/"+m.SubPath+": ") || strings.Contains(msg, "/"+m.SubPath+"\": ") {
+			named = append(named, m)
+		}
+	}
+	if len(all) == 0 {
+		return nil
+	}
+	if len(named) == 0 {
+		named = all
+	}
+	var what []string
+	for _, m := range named {
+		what = append(what, fmt.Sprintf("image_sub_path %q of image %q at %q", m.SubPath, m.Image, m.ContainerPath))
+	}
+	desc := strings.Join(what, " or ")
+	if notFound {
+		return notFoundf("%s does not exist in the image (Docker: %v)", desc, err)
+	}
+	return invalidf("%s: Docker cannot mount it: %v", desc, err)
+}
+
 // commit hands the image volumes to the container Docker created.
 func (p *preparedImageVolumes) commit(id string) {
 	if p == nil {

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io/fs"
 	"os"
@@ -284,6 +285,101 @@ func TestImageVolumeNativeMountOnAPI148(t *testing.T) {
 	}
 	if _, err := e.s.RemoveImage(ctx, &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: e.imageID}}); err != nil {
 		t.Errorf("RemoveImage after RemoveContainer: %v", err)
+	}
+}
+
+// Docker 29 accepts a missing image sub path at create and fails at start (the fake does the
+// same): CreateContainer asks Docker to resolve the sub paths (the archive API) and refuses
+// with NotFound, leaving no container; a sub path through a file is InvalidArgument.
+func TestImageVolumeNativeSubPathCheckedAtCreate(t *testing.T) {
+	e := newImageVolumeEnv(t, "1.48")
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name     string
+		mounts   []*runtimeapi.Mount
+		code     codes.Code
+		fragment string
+	}{
+		{"missing", []*runtimeapi.Mount{imageMount("/mnt/etc", volumeImage, "etc"), imageMount("/mnt/x", volumeImage, "not-existing")}, codes.NotFound, `image_sub_path "not-existing" of image "example.com/content:1" at "/mnt/x" does not exist`},
+		{"through a file", []*runtimeapi.Mount{imageMount("/mnt/x", volumeImage, "bin/sh/x")}, codes.InvalidArgument, `image_sub_path "bin/sh/x"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e.fake.ResetCalls()
+			_, err := e.create(imageVolumeConfig("c", tc.mounts...))
+			if status.Code(err) != tc.code || !strings.Contains(err.Error(), tc.fragment) {
+				t.Errorf("CreateContainer = %v, want %v mentioning %q", err, tc.code, tc.fragment)
+			}
+			if n := e.fake.Calls("StatContainerPath"); n != 1 {
+				t.Errorf("%d StatContainerPath calls, want 1 for all the mounts", n)
+			}
+			if e.containers(t) != 0 || e.fake.Calls("RemoveContainer") != 1 || e.mounter.mounts != 0 || len(e.leftovers(t)) != 0 || len(e.s.imageVolumes.users) != 0 {
+				t.Errorf("left %d containers (%d removed), %d mounts made, files %v, index %v", e.containers(t), e.fake.Calls("RemoveContainer"), e.mounter.mounts, e.leftovers(t), e.s.imageVolumes.users)
+			}
+		})
+	}
+	if _, err := e.s.RemoveImage(ctx, &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: volumeImage}}); err != nil {
+		t.Errorf("RemoveImage after refused creates: %v", err)
+	}
+}
+
+func TestImageVolumeNativeSubPathCheckCostsOneCallOnlyWithSubPaths(t *testing.T) {
+	e := newImageVolumeEnv(t, "1.48")
+	ctx := context.Background()
+	e.fake.ResetCalls()
+	id, err := e.create(imageVolumeConfig("c", imageMount("/mnt/all", volumeImage, "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := e.fake.Calls("StatContainerPath"); n != 0 {
+		t.Errorf("%d StatContainerPath calls without a sub path, want 0", n)
+	}
+	id2, err := e.create(imageVolumeConfig("d", imageMount("/mnt/etc", volumeImage, "etc"), imageMount("/mnt/conf", volumeImage, "data/x.conf")))
+	if err != nil {
+		t.Fatalf("CreateContainer with existing sub paths: %v", err)
+	}
+	if n := e.fake.Calls("StatContainerPath"); n != 1 {
+		t.Errorf("%d StatContainerPath calls, want 1", n)
+	}
+	for _, c := range []string{id, id2} {
+		if _, err := e.s.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: c}); err != nil {
+			t.Errorf("StartContainer: %v", err)
+		}
+	}
+	// The fallback never asks: it resolves sub paths in its own mounts.
+	f := newImageVolumeEnv(t, "1.41")
+	if _, err := f.create(imageVolumeConfig("c", imageMount("/mnt/etc", volumeImage, "etc"))); err != nil || f.fake.Calls("StatContainerPath") != 0 {
+		t.Errorf("fallback CreateContainer: %v, %d StatContainerPath calls", err, f.fake.Calls("StatContainerPath"))
+	}
+}
+
+// A container that Docker cannot start for a missing sub path (one created before
+// CreateContainer checked): StartContainer says NotFound for the sub path, not for the container.
+func TestImageVolumeNativeStartWithMissingSubPath(t *testing.T) {
+	e := newImageVolumeEnv(t, "1.48")
+	ctx := context.Background()
+	set := imageVolumeSet{Version: 1, Mounts: []imageVolumeMount{{ContainerPath: "/mnt/x", Image: volumeImage, ImageID: e.imageID, SubPath: "not-existing", Native: true}}}
+	raw, _ := json.Marshal(set)
+	id, err := e.fake.CreateContainer(ctx, "k8s_old_p_ns_uid_0",
+		&container.Config{Image: volumeImage, Labels: map[string]string{containerTypeLabel: containerTypeContainer, imageVolumesLabel: string(raw)}},
+		&container.HostConfig{Mounts: []mount.Mount{{Type: mount.TypeImage, Source: e.imageID, Target: "/mnt/x", ReadOnly: true, ImageOptions: &mount.ImageOptions{Subpath: "not-existing"}}}})
+	if err != nil {
+		t.Fatalf("Docker create: %v", err)
+	}
+	s2 := newTestService(t, e.fake, Options{RootDirectory: e.root, imageVolumeMounter: e.mounter})
+	defer s2.Close()
+	_, err = s2.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: id})
+	if status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), `image_sub_path "not-existing" of image "example.com/content:1" at "/mnt/x" does not exist`) || !strings.Contains(err.Error(), "cannot access path") {
+		t.Errorf("StartContainer = %v, want NotFound for the sub path with Docker's reason", err)
+	}
+	c, _ := e.fake.InspectContainer(ctx, id)
+	if c.State.Status != container.StateCreated || c.State.ExitCode != 128 || !strings.Contains(c.State.Error, "not-existing") {
+		t.Errorf("state after the failed start: %+v", c.State)
+	}
+	if _, err := s2.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: id}); err != nil {
+		t.Fatal(err)
+	}
+	if e.containers(t) != 0 || len(s2.imageVolumes.users) != 0 {
+		t.Errorf("after RemoveContainer: %d containers, index %v", e.containers(t), s2.imageVolumes.users)
 	}
 }
 

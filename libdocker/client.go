@@ -46,6 +46,10 @@ type Client interface {
 	// size, which makes Docker measure that layer alone).
 	InspectContainerSize(ctx context.Context, id string) (int64, error)
 	ListContainers(ctx context.Context, opts container.ListOptions) ([]container.Summary, error)
+	// StatContainerPath stats path in a container's filesystem (the archive API), which makes
+	// Docker set up the container's mounts as it does to start it: a created container's image
+	// sub paths are resolved (ErrSubpathNotFound, ErrSubpathInvalid) without starting it.
+	StatContainerPath(ctx context.Context, id, path string) (container.PathStat, error)
 
 	// CreateExec prepares a process in a running container; AttachExec starts it and returns
 	// its multiplexed output stream; InspectExec reports its state and exit code.
@@ -185,6 +189,24 @@ func (c *client) InspectContainer(ctx context.Context, id string) (*container.In
 		return nil, classify(err)
 	}
 	return &resp, nil
+}
+
+func (c *client) StatContainerPath(ctx context.Context, id, path string) (container.PathStat, error) {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	st, err := c.api.ContainerStatPath(ctx, id, path)
+	if err == nil || ctx.Err() != nil {
+		return st, classify(err)
+	}
+	// A HEAD answers no message ("request returned 500 Internal Server Error"): ask again with a
+	// GET, which fails the same way before it archives anything and says why. Should it
+	// succeed after all, its archive is not read.
+	rc, st, gerr := c.api.CopyFromContainer(ctx, id, path)
+	if gerr != nil {
+		return container.PathStat{}, classify(gerr)
+	}
+	rc.Close()
+	return st, nil
 }
 
 func (c *client) InspectContainerSize(ctx context.Context, id string) (int64, error) {

@@ -1044,6 +1044,12 @@ func (f *Fake) StartContainer(ctx context.Context, id string) error {
 	if st.Running {
 		return nil
 	}
+	// Docker sets up the mounts before it asks the runtime: a missing image sub path fails
+	// first, with exit code 128.
+	if err := f.setupMounts(c); err != nil {
+		st.Error, st.ExitCode, st.Pid = err.(*daemonError).msg, 128, 0
+		return classify(err)
+	}
 	rtName := c.resp.HostConfig.Runtime
 	if f.broken[rtName] {
 		rt := f.runtimes[rtName]
