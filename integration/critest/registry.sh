@@ -87,21 +87,25 @@ log() { echo "registry.sh: $*" >&2; }
 registry_pid() {
   local pid
   pid=$(cat "$REG/registry.pid" 2>/dev/null) || return 1
-  [[ -n $pid && "$(readlink "/proc/$pid/exe" 2>/dev/null)" == /usr/bin/docker-registry ]] && echo "$pid"
+  [[ -n $pid ]] && running "$pid" && echo "$pid"
 }
+
+# running PID: the process runs docker-registry (not gone, and not a zombie, which has no exe).
+running() { [[ "$(readlink "/proc/$1/exe" 2>/dev/null)" == /usr/bin/docker-registry ]]; }
 
 # stop_registry: SIGTERM to the registry of the pid file, and wait for it to go (5 s, then SIGKILL).
 stop_registry() {
   local pid
-  pid=$(registry_pid) || { rm -f "$REG/registry.pid"; return 0; }
+  pid=$(registry_pid) || return 0
   kill -TERM "$pid" 2>/dev/null || true
-  for _ in $(seq 1 50); do [[ -d /proc/$pid ]] || break; sleep 0.1; done
-  if [[ -d /proc/$pid ]]; then
+  for _ in $(seq 1 50); do running "$pid" || break; sleep 0.1; done
+  if running "$pid"; then
     log "registry $pid did not stop within 5 s of SIGTERM; killing it"
     kill -KILL "$pid" 2>/dev/null || true
-    for _ in $(seq 1 20); do [[ -d /proc/$pid ]] || break; sleep 0.1; done
+    for _ in $(seq 1 20); do running "$pid" || break; sleep 0.1; done
   fi
-  rm -f "$REG/registry.pid"
+  # Only our pid: a run that waited for the lock this registry held may have started another.
+  [[ "$(cat "$REG/registry.pid" 2>/dev/null)" != "$pid" ]] || rm -f "$REG/registry.pid"
   log "stopped the registry ($pid)"
 }
 
@@ -200,10 +204,16 @@ if ! registry_up; then
     log "port 443 is taken by another program:"; ss -Hltnp "sport = :443" >&2; exit 1
   fi
   log "starting docker-registry on $ADDR (log: $REG/registry.log)"
-  # It outlives this script (run.sh stops it with `registry.sh stop`): close the lock
-  # descriptors of run.sh (9) and build-k8s.sh (8), or it would hold the critest lock, and every
+  # It outlives this script (run.sh stops it with `registry.sh stop`): it gets no descriptor of
+  # ours but stdin, stdout and stderr, or it would hold whatever lock its caller took (run.sh's
+  # critest lock on 9, build-k8s.sh's on 8, `flock FILE registry.sh`'s on another), and every
   # later run would wait for it.
-  setsid nohup /usr/bin/docker-registry serve "$REG/config.yml" </dev/null >>"$REG/registry.log" 2>&1 8>&- 9>&- &
+  (
+    for fd in $(ls /proc/$BASHPID/fd); do
+      if ((fd > 2)); then eval "exec $fd>&-" 2>/dev/null || true; fi
+    done
+    exec setsid nohup /usr/bin/docker-registry serve "$REG/config.yml" </dev/null >>"$REG/registry.log" 2>&1
+  ) &
   echo $! >"$REG/registry.pid"
   for _ in $(seq 1 100); do registry_up && break; sleep 0.1; done
   registry_up || { log "the registry did not answer within 10 s:"; tail -20 "$REG/registry.log" >&2; exit 1; }

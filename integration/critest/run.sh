@@ -40,6 +40,18 @@ mkdir -p /var/cache/cri-dockerd-ci
 exec 9>/var/cache/cri-dockerd-ci/critest.lock
 flock -w 3600 9 || { log "another critest run holds /var/cache/cri-dockerd-ci/critest.lock"; exit 1; }
 
+# The offline registry (registry.sh, 127.0.0.1:443) serves this run only: it is stopped when the
+# run ends, pass, fail or interrupt, so nothing is left on the port. Its data stays in the
+# cache, so the next run's start serves every image again in about a second.
+registry_started=0
+stop_registry() {
+  ((registry_started)) || return 0
+  registry_started=0
+  "$HERE/registry.sh" stop || log "could not stop the registry (pid in /var/cache/cri-dockerd-ci/registry/registry.pid)"
+}
+trap stop_registry EXIT
+trap 'exit 130' INT TERM
+
 # --- setup ------------------------------------------------------------------------------------
 for s in docker.sh images.sh; do
   if [[ -x $ROOT/integration/setup/$s ]]; then "$ROOT/integration/setup/$s" >/dev/null; fi
@@ -47,13 +59,14 @@ done
 TOOLS=$("$HERE/build-tools.sh" | tail -n 1)
 CRITEST=$TOOLS/critest
 CRICTL=$TOOLS/crictl
+registry_started=1 # also when it fails halfway: stop what it started
 "$HERE/registry.sh"
 
 OUT=${CRITEST_OUT:-$(mktemp -d /tmp/cri-dockerd-critest.XXXXXX)}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 RUN=$(mktemp -d /tmp/cri-dockerd-critest-run.XXXXXX) # short path: unix socket names are limited
-trap 'rm -rf "$RUN"' EXIT
+trap 'rm -rf "$RUN"; stop_registry' EXIT
 SOCK=$RUN/cri.sock
 ENDPOINT=unix://$SOCK
 DAEMON_LOG=$OUT/cri-dockerd.log
@@ -90,6 +103,7 @@ cleanup() {
   if [[ -n $daemon_pid ]] && kill -0 "$daemon_pid" 2>/dev/null; then remove_test_pods; fi
   stop_daemon
   rm -rf "$RUN"
+  stop_registry
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -160,6 +174,7 @@ log "critest exited with status $rc after $((SECONDS - start)) s"
 
 remove_test_pods
 stop_daemon
+stop_registry
 
 # --- report --------------------------------------------------------------------------------------
 if [[ ! -s $JUNIT ]]; then
