@@ -5,7 +5,6 @@ package integration
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,22 +19,13 @@ import (
 // recursive_read_only makes the submounts read-only too (Docker 25+, else refused). Each
 // propagation keeps its mode. The host directory holds a tmpfs submount.
 func TestReadOnlyMountsAsContainerd(t *testing.T) {
-	src := filepath.Join(t.TempDir(), "ro")
+	// A shared mount of its own (rslave and rshared need one), with a tmpfs below.
+	src := sharedMountDir(t, "ro")
 	sub := filepath.Join(src, "sub")
-	if err := os.MkdirAll(sub, 0o755); err != nil {
+	if err := os.Mkdir(sub, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	run := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
-			t.Fatalf("%v: %v: %s", args, err, out)
-		}
-	}
-	// A shared mount of its own (rslave and rshared need one), with a tmpfs below.
-	run("mount", "--bind", src, src)
-	t.Cleanup(func() { exec.Command("umount", "-R", "-l", src).Run() })
-	run("mount", "--make-rshared", src)
-	run("mount", "-t", "tmpfs", "tmpfs", sub)
+	runOrFail(t, "mount", "-t", "tmpfs", "tmpfs", sub)
 
 	d := StartDaemon(t)
 	podCfg := newPodConfig(t, "romounts")

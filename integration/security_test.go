@@ -393,20 +393,7 @@ func TestUpdateContainerResourcesLive(t *testing.T) {
 // inside a container with an rshared bind reaches the host. (critest's propagation specs need a
 // privileged container, which this VM cannot run; CAP_SYS_ADMIN is enough here.)
 func TestMountPropagation(t *testing.T) {
-	src := filepath.Join(t.TempDir(), "prop")
-	if err := os.MkdirAll(src, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	run := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
-			t.Fatalf("%v: %v: %s", args, err, out)
-		}
-	}
-	// rslave and rshared need a shared source mount: make one of its own.
-	run("mount", "--bind", src, src)
-	t.Cleanup(func() { exec.Command("umount", "-R", "-l", src).Run() })
-	run("mount", "--make-rshared", src)
+	src := sharedMountDir(t, "prop")
 
 	d := StartDaemon(t, "--network-plugin=")
 	podCfg := newPodConfig(t, "propagation")
@@ -434,7 +421,7 @@ func TestMountPropagation(t *testing.T) {
 	if err := os.Mkdir(fromHost, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	run("mount", "-t", "tmpfs", "tmpfs", fromHost)
+	runOrFail(t, "mount", "-t", "tmpfs", "tmpfs", fromHost)
 	if err := os.WriteFile(filepath.Join(fromHost, "hello"), []byte("hi"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -525,5 +512,27 @@ func TestPrivilegedContainerIgnoresItsSeccompProfile(t *testing.T) {
 	}
 	if out, stderr, code := execIn(t, d, id, "hostname", "crid-priv"); code != 0 {
 		t.Errorf("sethostname in a privileged container: exit %d %s%s; want the seccomp profile ignored", code, out, stderr)
+	}
+}
+
+// sharedMountDir is a new directory that is a shared mount of its own, until the test ends:
+// rslave and rshared binds need a shared source, and the host's / may be private.
+func sharedMountDir(t *testing.T, name string) string {
+	t.Helper()
+	src := filepath.Join(t.TempDir(), name)
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	runOrFail(t, "mount", "--bind", src, src)
+	t.Cleanup(func() { exec.Command("umount", "-R", "-l", src).Run() })
+	runOrFail(t, "mount", "--make-rshared", src)
+	return src
+}
+
+// runOrFail runs a command and fails the test with its output when it fails.
+func runOrFail(t *testing.T, args ...string) {
+	t.Helper()
+	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %v: %s", args, err, out)
 	}
 }
