@@ -16,8 +16,9 @@ import (
 
 // Read-only mounts have containerd's semantics on every engine, as the container's own
 // mountinfo shows: readonly makes the mount read-only and leaves its submounts as they are;
-// recursive_read_only makes the submounts read-only too (Docker 25+, else refused). Each
-// propagation keeps its mode. The host directory holds a tmpfs submount.
+// recursive_read_only makes the submounts read-only too (Docker 25+, else refused), and is
+// refused without readonly or with a propagation other than private. Each propagation keeps
+// its mode. The host directory holds a tmpfs submount.
 func TestReadOnlyMountsAsContainerd(t *testing.T) {
 	// A shared mount of its own (rslave and rshared need one), with a tmpfs below.
 	src := sharedMountDir(t, "ro")
@@ -51,11 +52,20 @@ func TestReadOnlyMountsAsContainerd(t *testing.T) {
 		{true, false, shared, "ro", "rw", "shared:"},
 		{false, false, shared, "rw", "rw", "shared:"},
 		{true, true, private, "ro", "ro", ""},
+		{false, false, slave, "rw", "rw", "master:"},
+		// refused, as containerd does: recursive read-only needs readonly and private propagation
+		{false, true, private, "", "", ""},
+		{true, true, slave, "", "", ""},
 	} {
 		name := fmt.Sprintf("readonly=%v recursive=%v %s", tc.ro, tc.rro, tc.prop)
 		t.Run(name, func(t *testing.T) {
 			cfg := containerConfig(fmt.Sprintf("ro-%v-%v-%d", tc.ro, tc.rro, tc.prop), sleeper)
 			cfg.Mounts = []*runtimeapi.Mount{{HostPath: src, ContainerPath: "/mnt/ro", Readonly: tc.ro, RecursiveReadOnly: tc.rro, Propagation: tc.prop, SelinuxRelabel: true}}
+			if tc.top == "" {
+				_, err := d.Runtime.CreateContainer(t.Context(), &runtimeapi.CreateContainerRequest{PodSandboxId: sandboxID, Config: cfg, SandboxConfig: podCfg})
+				wantCode(t, err, codes.InvalidArgument, "recursive_read_only needs")
+				return
+			}
 			if tc.rro && !rroSupported {
 				_, err := d.Runtime.CreateContainer(t.Context(), &runtimeapi.CreateContainerRequest{PodSandboxId: sandboxID, Config: cfg, SandboxConfig: podCfg})
 				wantCode(t, err, codes.Unimplemented, "Docker 25")
