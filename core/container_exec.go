@@ -47,7 +47,7 @@ func (s *Service) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest)
 
 	runCtx, cancel := ctx, context.CancelFunc(func() {})
 	if req.Timeout > 0 {
-		runCtx, cancel = context.WithTimeout(ctx, time.Duration(req.Timeout)*time.Second)
+		runCtx, cancel = context.WithTimeout(ctx, time.Duration(boundedSeconds(req.Timeout))*time.Second)
 	}
 	defer cancel()
 	stream, err := s.docker.AttachExec(runCtx, execID, container.ExecAttachOptions{})

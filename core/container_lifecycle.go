@@ -55,7 +55,7 @@ func (s *Service) StopContainer(ctx context.Context, req *runtimeapi.StopContain
 	if req.Timeout < 0 {
 		return nil, invalidf("timeout must not be negative")
 	}
-	err := s.docker.StopContainer(ctx, id, time.Duration(req.Timeout)*time.Second)
+	err := s.docker.StopContainer(ctx, id, time.Duration(boundedSeconds(req.Timeout))*time.Second)
 	if err != nil && !libdocker.IsNotFound(err) {
 		return nil, dockerError(err, "stop container %q", id)
 	}

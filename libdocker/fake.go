@@ -61,6 +61,7 @@ type Fake struct {
 	stopExitCodes map[string]int
 	execs         map[string]*fakeExec
 	execHandler   ExecHandler
+	stopTimeouts  map[string]time.Duration
 	// stats and events: fake_stats.go, fake_events.go
 	stats            map[string]*fakeStats
 	statsDelay       time.Duration
@@ -1099,6 +1100,15 @@ func (c *fakeContainer) setStopped(code int) {
 	st.FinishedAt = c.finished.Format(time.RFC3339Nano)
 }
 
+// LastStopTimeout is the timeout of the last StopContainer call for the container with this full
+// id, and whether there was one.
+func (f *Fake) LastStopTimeout(id string) (time.Duration, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d, ok := f.stopTimeouts[id]
+	return d, ok
+}
+
 // StopContainer implements Client; stopping a container that is not running is not an error.
 func (f *Fake) StopContainer(ctx context.Context, id string, timeout time.Duration) error {
 	f.mu.Lock()
@@ -1110,6 +1120,10 @@ func (f *Fake) StopContainer(ctx context.Context, id string, timeout time.Durati
 	if err != nil {
 		return err
 	}
+	if f.stopTimeouts == nil {
+		f.stopTimeouts = map[string]time.Duration{}
+	}
+	f.stopTimeouts[c.resp.ID] = timeout
 	if c.resp.State.Running {
 		c.setStopped(f.stopExitCodes[c.resp.ID])
 		f.emit(c, events.ActionDie, exitCodeAttr(c.resp.State.ExitCode))
