@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/cri-dockerd/cri-dockerd/network"
 )
 
 // Defaults shared with upstream cri-dockerd, so that systemd units and deployment tools that
@@ -222,27 +224,9 @@ func (c *Config) Validate() error {
 }
 
 // ParsePodCIDRs splits a pod CIDR as the kubelet and --pod-cidr give it: one CIDR, or an IPv4
-// and an IPv6 one separated by a comma (dual stack).
-func ParsePodCIDRs(value string) ([]string, error) {
-	var cidrs []string
-	for _, one := range strings.Split(value, ",") {
-		one = strings.TrimSpace(one)
-		if one == "" {
-			continue
-		}
-		if _, _, err := net.ParseCIDR(one); err != nil {
-			return nil, fmt.Errorf("%q is not a CIDR, e.g. 10.244.0.0/24 or 10.244.0.0/24,fd00:10:244::/64", one)
-		}
-		cidrs = append(cidrs, one)
-	}
-	if len(cidrs) == 0 {
-		return nil, fmt.Errorf("no CIDR given")
-	}
-	if len(cidrs) > 2 {
-		return nil, fmt.Errorf("at most two CIDRs (one per IP family), got %d", len(cidrs))
-	}
-	return cidrs, nil
-}
+// and an IPv6 one separated by a comma. It is network.ParsePodCIDRs, which also checks what the
+// kubelet sends over the socket.
+func ParsePodCIDRs(value string) ([]string, error) { return network.ParsePodCIDRs(value) }
 
 // validateBindAddr checks --streaming-bind-addr: HOST:PORT, :PORT, or a bare HOST (a free
 // port); "" means the default.

@@ -324,6 +324,11 @@ func (s *Service) podCIDRFile() string {
 
 // updatePodCIDR hands the kubelet's pod CIDR to the network plugin and saves it for restarts.
 func (s *Service) updatePodCIDR(cidr string) error {
+	cidrs, err := network.ParsePodCIDRs(cidr)
+	if err != nil {
+		return invalidf("runtime config: pod_cidr: %v", err)
+	}
+	cidr = strings.Join(cidrs, ",")
 	if err := s.net.UpdatePodCIDR(cidr); err != nil {
 		return invalidf("runtime config: %v", err)
 	}

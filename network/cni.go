@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -212,15 +210,9 @@ func (c *CNI) Status() error {
 
 // UpdatePodCIDR implements Plugin.
 func (c *CNI) UpdatePodCIDR(cidr string) error {
-	var cidrs []string
-	for _, one := range strings.Split(cidr, ",") {
-		if one = strings.TrimSpace(one); one == "" {
-			continue
-		}
-		if _, _, err := net.ParseCIDR(one); err != nil {
-			return fmt.Errorf("pod CIDR %q: %v", one, err)
-		}
-		cidrs = append(cidrs, one)
+	cidrs, err := ParsePodCIDRs(cidr)
+	if err != nil {
+		return fmt.Errorf("pod CIDR: %w", err)
 	}
 	c.mu.Lock()
 	c.podCIDRs = cidrs
