@@ -3,22 +3,72 @@ package core
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-dockerd/cri-dockerd/libdocker"
 )
 
 // sandboxIndex maps sandbox IDs to their pod runtime. Docker labels are the truth; the index
 // spares CreateContainer and StartContainer an Inspect of the sandbox for every container.
+// It also remembers the CRI view of each sandbox seen in Docker, so that a sandbox whose
+// container is removed behind our back is still reported as it was (sandbox_gone.go).
 type sandboxIndex struct {
-	mu   sync.RWMutex
-	byID map[string]podRuntime
+	mu      sync.RWMutex
+	byID    map[string]podRuntime
+	records map[string]sandboxRecord
+}
+
+// sandboxRecord is what the CRI reports of a sandbox that does not change while it lives.
+type sandboxRecord struct {
+	metadata    *runtimeapi.PodSandboxMetadata
+	labels      map[string]string
+	annotations map[string]string
+	createdAt   int64
+	handler     string
+	// namespaces is nil when the record comes from a list (which does not say them all).
+	namespaces *runtimeapi.NamespaceOption
 }
 
 func newSandboxIndex() *sandboxIndex {
-	return &sandboxIndex{byID: map[string]podRuntime{}}
+	return &sandboxIndex{byID: map[string]podRuntime{}, records: map[string]sandboxRecord{}}
+}
+
+// remember keeps the CRI view of sandbox id; one from an inspect (with namespaces) is not
+// replaced by one from a list.
+func (x *sandboxIndex) remember(id string, rec sandboxRecord) {
+	x.mu.Lock()
+	if old, ok := x.records[id]; !ok || old.namespaces == nil || rec.namespaces != nil {
+		x.records[id] = rec
+	}
+	x.mu.Unlock()
+}
+
+// record returns what was remembered of sandbox id.
+func (x *sandboxIndex) record(id string) (sandboxRecord, bool) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	rec, ok := x.records[id]
+	return rec, ok
+}
+
+// ids lists the sandboxes the index knows.
+func (x *sandboxIndex) ids() []string {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	out := make([]string, 0, len(x.byID)+len(x.records))
+	for id := range x.byID {
+		out = append(out, id)
+	}
+	for id := range x.records {
+		if _, ok := x.byID[id]; !ok {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 func (x *sandboxIndex) put(id string, rt podRuntime) {
@@ -30,6 +80,7 @@ func (x *sandboxIndex) put(id string, rt podRuntime) {
 func (x *sandboxIndex) remove(id string) {
 	x.mu.Lock()
 	delete(x.byID, id)
+	delete(x.records, id)
 	x.mu.Unlock()
 }
 
@@ -56,8 +107,31 @@ func (x *sandboxIndex) rebuild(ctx context.Context, docker libdocker.Client) err
 	defer x.mu.Unlock()
 	for _, c := range list {
 		x.byID[c.ID] = podRuntimeFromLabels(c.Labels)
+		if rec, ok := recordFromSummary(c); ok {
+			x.records[c.ID] = rec
+		}
 	}
 	return nil
+}
+
+// recordFromSummary is the CRI view of a listed sandbox container; false when its name is not
+// one of ours.
+func recordFromSummary(c container.Summary) (sandboxRecord, bool) {
+	if len(c.Names) == 0 {
+		return sandboxRecord{}, false
+	}
+	name, err := parseName(c.Names[0])
+	if err != nil {
+		return sandboxRecord{}, false
+	}
+	labels, annotations := splitLabels(c.Labels)
+	return sandboxRecord{
+		metadata:    name.sandboxMetadata(),
+		labels:      labels,
+		annotations: annotations,
+		createdAt:   c.Created * int64(time.Second),
+		handler:     c.Labels[handlerLabel],
+	}, true
 }
 
 // lookup returns the runtime of sandbox id (a full ID as we return it), asking Docker only on a
@@ -78,6 +152,9 @@ func (x *sandboxIndex) lookup(ctx context.Context, docker libdocker.Client, id s
 	}
 	rt := podRuntimeFromLabels(list[0].Labels)
 	x.put(list[0].ID, rt)
+	if rec, ok := recordFromSummary(list[0]); ok {
+		x.remember(list[0].ID, rec)
+	}
 	return list[0].ID, rt, true, nil
 }
 
@@ -96,4 +173,17 @@ func (x *sandboxIndex) countByHandler() map[string]int {
 // default), for the metrics.
 func (s *Service) PodsByHandler() map[string]int {
 	return s.sandboxes.countByHandler()
+}
+
+// prune forgets sandboxes that Docker no longer has and that left nothing behind.
+func (x *sandboxIndex) prune(ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	x.mu.Lock()
+	for _, id := range ids {
+		delete(x.byID, id)
+		delete(x.records, id)
+	}
+	x.mu.Unlock()
 }

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
@@ -39,6 +40,17 @@ func (s *Service) PodSandboxStatus(ctx context.Context, req *runtimeapi.PodSandb
 		return nil, invalidf("pod_sandbox_id is required")
 	}
 	c, err := s.inspectSandbox(ctx, id)
+	if isNotFoundStatus(err) {
+		// Removed behind our back: NOTREADY while its containers or checkpoint are left.
+		g, gerr := s.findGoneSandbox(ctx, id)
+		if gerr != nil {
+			return nil, gerr
+		}
+		if g != nil {
+			return s.goneSandboxStatus(g, req.Verbose), nil
+		}
+		return nil, err
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -65,6 +77,10 @@ func (s *Service) PodSandboxStatus(ctx context.Context, req *runtimeapi.PodSandb
 	if c.State != nil && c.State.Running {
 		st.State = runtimeapi.PodSandboxState_SANDBOX_READY
 	}
+	s.sandboxes.remember(c.ID, sandboxRecord{
+		metadata: st.Metadata, labels: labels, annotations: annotations, createdAt: st.CreatedAt,
+		handler: st.RuntimeHandler, namespaces: st.Linux.Namespaces.Options,
+	})
 	switch {
 	case c.HostConfig.NetworkMode.IsNone():
 		// Attached by the network plugin: its IPs are in the checkpoint, not in Docker.
@@ -126,35 +142,62 @@ func parseDockerTime(value string) int64 {
 }
 
 // ListPodSandbox lists sandboxes from one Docker list call, filtered by id (prefix), state and
-// labels.
+// labels. Sandboxes whose container is gone but whose containers or checkpoint are left are
+// listed NOTREADY (sandbox_gone.go).
 func (s *Service) ListPodSandbox(ctx context.Context, req *runtimeapi.ListPodSandboxRequest) (*runtimeapi.ListPodSandboxResponse, error) {
 	f := req.GetFilter()
-	list, err := s.listOurs(ctx, containerTypeSandbox, f.GetId(), f.GetLabelSelector())
+	// Known before the list: what Docker does not list then is gone, not being created.
+	known := s.sandboxes.ids()
+	all, err := s.listAllOurs(ctx)
 	if err != nil {
 		return nil, dockerError(err, "list pod sandboxes")
 	}
-	out := make([]*runtimeapi.PodSandbox, 0, len(list))
-	for _, c := range list {
-		labels, annotations := splitLabels(c.Labels)
+	keep := func(sb *runtimeapi.PodSandbox) bool {
+		return strings.HasPrefix(sb.Id, f.GetId()) &&
+			(f.GetState() == nil || f.GetState().State == sb.State) &&
+			matchesSelector(sb.Labels, f.GetLabelSelector())
+	}
+	present := map[string]bool{}
+	out := make([]*runtimeapi.PodSandbox, 0, len(all))
+	for _, c := range all {
+		if c.Labels[containerTypeLabel] != containerTypeSandbox {
+			continue
+		}
+		present[c.ID] = true
+		rec, ok := recordFromSummary(c)
+		if !ok {
+			s.log.Debugf("skipping %s %s: %q is not a cri-dockerd container name", containerTypeSandbox, c.ID, c.Names)
+			continue
+		}
+		s.sandboxes.remember(c.ID, rec)
 		sb := &runtimeapi.PodSandbox{
 			Id:             c.ID,
-			Metadata:       c.name.sandboxMetadata(),
+			Metadata:       rec.metadata,
 			State:          runtimeapi.PodSandboxState_SANDBOX_NOTREADY,
-			CreatedAt:      c.Created * int64(time.Second),
-			Labels:         labels,
-			Annotations:    annotations,
-			RuntimeHandler: c.Labels[handlerLabel],
+			CreatedAt:      rec.createdAt,
+			Labels:         rec.labels,
+			Annotations:    rec.annotations,
+			RuntimeHandler: rec.handler,
 		}
 		if c.State == "running" {
 			sb.State = runtimeapi.PodSandboxState_SANDBOX_READY
 		}
-		if f.GetState() != nil && f.GetState().State != sb.State {
-			continue
+		if keep(sb) {
+			out = append(out, sb)
 		}
-		if !matchesSelector(labels, f.GetLabelSelector()) {
-			continue
+	}
+	gone := s.collectGone(all, present)
+	var left []string
+	for _, id := range known {
+		if !present[id] && gone[id] == nil {
+			left = append(left, id)
 		}
-		out = append(out, sb)
+	}
+	s.sandboxes.prune(left)
+	for _, g := range gone {
+		if sb := g.podSandbox(); keep(sb) {
+			out = append(out, sb)
+		}
 	}
 	return &runtimeapi.ListPodSandboxResponse{Items: out}, nil
 }

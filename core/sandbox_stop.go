@@ -29,6 +29,17 @@ func (s *Service) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSan
 	sandbox, err := s.inspectSandbox(ctx, id)
 	if err != nil {
 		if isNotFoundStatus(err) {
+			// Removed behind our back: stop what it left, then tear its network down.
+			g, err := s.findGoneSandbox(ctx, id)
+			if err != nil {
+				return nil, err
+			}
+			if g != nil {
+				id = g.id
+				if err := s.stopPodContainers(ctx, id, g.containers); err != nil {
+					return nil, err
+				}
+			}
 			s.tearDownGoneUpstream(id)
 			if err := s.tearDownGoneSandbox(ctx, id); err != nil {
 				return nil, err
@@ -42,13 +53,8 @@ func (s *Service) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSan
 	if err != nil {
 		return nil, dockerError(err, "list containers of pod sandbox %q", id)
 	}
-	for _, c := range containers {
-		if c.State != "running" && c.State != "restarting" && c.State != "paused" {
-			continue
-		}
-		if err := s.docker.StopContainer(ctx, c.ID, sandboxStopTimeout); err != nil && !libdocker.IsNotFound(err) {
-			return nil, dockerError(err, "stop container %q of pod sandbox %q", c.ID, id)
-		}
+	if err := s.stopPodContainers(ctx, id, containers); err != nil {
+		return nil, err
 	}
 	s.adoptForTearDown(ctx, sandbox)
 	if err := s.tearDownSandboxNetwork(ctx, sandbox.ID, netNSPath(sandbox)); err != nil {
@@ -61,6 +67,29 @@ func (s *Service) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSan
 		}
 	}
 	return &runtimeapi.StopPodSandboxResponse{}, nil
+}
+
+// stopPodContainers stops the containers of pod sandbox id that run.
+func (s *Service) stopPodContainers(ctx context.Context, id string, containers []container.Summary) error {
+	for _, c := range containers {
+		if c.State != "running" && c.State != "restarting" && c.State != "paused" {
+			continue
+		}
+		if err := s.docker.StopContainer(ctx, c.ID, sandboxStopTimeout); err != nil && !libdocker.IsNotFound(err) {
+			return dockerError(err, "stop container %q of pod sandbox %q", c.ID, id)
+		}
+	}
+	return nil
+}
+
+// removePodContainers removes the containers of pod sandbox id.
+func (s *Service) removePodContainers(ctx context.Context, id string, containers []container.Summary) error {
+	for _, c := range containers {
+		if err := s.removeContainer(ctx, c.ID); err != nil {
+			return dockerError(err, "remove container %q of pod sandbox %q", c.ID, id)
+		}
+	}
+	return nil
 }
 
 // podContainers lists every container (any state) of a sandbox.
@@ -78,12 +107,27 @@ func (s *Service) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePo
 	sandbox, err := s.inspectSandbox(ctx, id)
 	if err != nil {
 		if isNotFoundStatus(err) {
+			// Removed behind our back: remove what it left (containers, network, records).
+			g, err := s.findGoneSandbox(ctx, id)
+			if err != nil {
+				return nil, err
+			}
+			if g != nil {
+				id = g.id
+				if err := s.removePodContainers(ctx, id, g.containers); err != nil {
+					return nil, err
+				}
+			}
 			s.tearDownGoneUpstream(id)
 			if err := s.tearDownGoneSandbox(ctx, id); err != nil {
 				return nil, err
 			}
 			s.releaseUpstreamLeftovers(ctx, id, nil, "")
 			s.removeUpstreamCheckpoint(id)
+			if g != nil {
+				s.logs.Forget(id)
+				s.sandboxes.remove(id)
+			}
 			return &runtimeapi.RemovePodSandboxResponse{}, nil
 		}
 		return nil, err
@@ -92,10 +136,8 @@ func (s *Service) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePo
 	if err != nil {
 		return nil, dockerError(err, "list containers of pod sandbox %q", id)
 	}
-	for _, c := range containers {
-		if err := s.removeContainer(ctx, c.ID); err != nil {
-			return nil, dockerError(err, "remove container %q of pod sandbox %q", c.ID, id)
-		}
+	if err := s.removePodContainers(ctx, id, containers); err != nil {
+		return nil, err
 	}
 	// A sandbox removed without a stop first still releases its network.
 	s.adoptForTearDown(ctx, sandbox)

@@ -1,0 +1,210 @@
+package core
+
+import (
+	"context"
+	"testing"
+
+	"github.com/docker/docker/api/types/container"
+	"google.golang.org/grpc/codes"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-dockerd/cri-dockerd/libdocker"
+)
+
+// removeBehindOurBack is `docker rm -f` of a container, past the service.
+func removeBehindOurBack(t *testing.T, fake *libdocker.Fake, id string) {
+	t.Helper()
+	if err := fake.RemoveContainer(context.Background(), id, container.RemoveOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func listSandboxes(t *testing.T, s *Service, f *runtimeapi.PodSandboxFilter) map[string]*runtimeapi.PodSandbox {
+	t.Helper()
+	resp, err := s.ListPodSandbox(context.Background(), &runtimeapi.ListPodSandboxRequest{Filter: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*runtimeapi.PodSandbox{}
+	for _, sb := range resp.Items {
+		out[sb.Id] = sb
+	}
+	return out
+}
+
+func running(t *testing.T, fake *libdocker.Fake, id string) bool {
+	t.Helper()
+	c, err := fake.InspectContainer(context.Background(), id)
+	if err != nil {
+		t.Fatalf("inspect %s: %v", id, err)
+	}
+	return c.State.Running
+}
+
+func TestSandboxRemovedBehindOurBackIsNotReadyUntilRemoved(t *testing.T) {
+	fake := libdocker.NewFake()
+	fake.AddRuntime("runsc", "/usr/local/bin/runsc")
+	s := newTestService(t, fake, Options{})
+	ctx := context.Background()
+	id, cfg := runPod(t, s, "a", "runsc")
+	before := sandboxStatus(t, s, id)
+	cid := startedContainer(t, s, id, cfg, "app")
+	other, _ := runPod(t, s, "b", "")
+	removeBehindOurBack(t, fake, id)
+
+	// crictl rmp asks the status first, by the prefix the user typed.
+	for _, ref := range []string{id, id[:12]} {
+		st := sandboxStatus(t, s, ref)
+		if st.Id != id || st.State != runtimeapi.PodSandboxState_SANDBOX_NOTREADY {
+			t.Fatalf("status(%s) = %s %v, want %s NOTREADY", ref, st.Id, st.State, id)
+		}
+		if st.Metadata.String() != before.Metadata.String() || st.CreatedAt != before.CreatedAt || st.RuntimeHandler != "runsc" ||
+			st.Labels["app"] != "a" || st.Annotations["note"] != "x" {
+			t.Errorf("status of the removed sandbox = %v, want what it was: %v", st, before)
+		}
+	}
+	list := listSandboxes(t, s, nil)
+	if sb := list[id]; sb == nil || sb.State != runtimeapi.PodSandboxState_SANDBOX_NOTREADY || sb.Metadata.Attempt != 1 || sb.Labels["app"] != "a" || sb.RuntimeHandler != "runsc" {
+		t.Fatalf("ListPodSandbox has %v for the removed sandbox, want it NOTREADY with its metadata", sb)
+	}
+	if list[other] == nil || len(list) != 2 {
+		t.Errorf("ListPodSandbox = %v, want both pods", list)
+	}
+	if got := listSandboxes(t, s, &runtimeapi.PodSandboxFilter{State: &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY}}); got[id] != nil {
+		t.Errorf("a READY filter lists the removed sandbox")
+	}
+	if got := listSandboxes(t, s, &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{"app": "a"}}); got[id] == nil || len(got) != 1 {
+		t.Errorf("selector app=a lists %v, want the removed sandbox alone", got)
+	}
+	if got := listSandboxes(t, s, &runtimeapi.PodSandboxFilter{Id: other[:8]}); got[id] != nil {
+		t.Errorf("an id filter of another pod lists the removed sandbox")
+	}
+
+	if _, err := s.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id[:12]}); err != nil {
+		t.Fatalf("StopPodSandbox: %v", err)
+	}
+	if running(t, fake, cid) {
+		t.Errorf("the pod's container still runs after StopPodSandbox")
+	}
+	for i := 0; i < 2; i++ {
+		if _, err := s.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id}); err != nil {
+			t.Fatalf("RemovePodSandbox %d: %v", i+1, err)
+		}
+	}
+	if _, err := fake.InspectContainer(ctx, cid); !libdocker.IsNotFound(err) {
+		t.Errorf("the pod's container is still there after RemovePodSandbox: %v", err)
+	}
+	_, err := s.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id})
+	wantCode(t, err, codes.NotFound)
+	if got := listSandboxes(t, s, nil); got[id] != nil || len(got) != 1 {
+		t.Errorf("ListPodSandbox after the removal = %v, want the other pod alone", got)
+	}
+	if n := s.PodsByHandler()["runsc"]; n != 0 {
+		t.Errorf("%d pods counted on runsc after the removal", n)
+	}
+}
+
+func TestRemovePodSandboxOfARemovedSandboxWithoutStopRemovesItsRunningContainers(t *testing.T) {
+	fake := libdocker.NewFake()
+	s := newTestService(t, fake, Options{})
+	id, cfg := runPod(t, s, "a", "")
+	cid := startedContainer(t, s, id, cfg, "app")
+	removeBehindOurBack(t, fake, id)
+	// crictl rmp of a NOTREADY sandbox calls RemovePodSandbox with no stop first.
+	if _, err := s.RemovePodSandbox(context.Background(), &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id[:12]}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fake.InspectContainer(context.Background(), cid); !libdocker.IsNotFound(err) {
+		t.Errorf("the pod's container is still there: %v", err)
+	}
+	_, err := s.PodSandboxStatus(context.Background(), &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id})
+	wantCode(t, err, codes.NotFound)
+}
+
+func TestRemovedSandboxOfTheNetworkPluginKeepsItsIPsUntilRemoved(t *testing.T) {
+	fake, net, root := libdocker.NewFake(), &fakeNet{}, t.TempDir()
+	s := newNetService(t, fake, net, root)
+	ctx := context.Background()
+	id, _ := runPod(t, s, "a", "")
+	removeBehindOurBack(t, fake, id)
+
+	// The checkpoint alone keeps it listed, with its IPs.
+	st := sandboxStatus(t, s, id)
+	if st.State != runtimeapi.PodSandboxState_SANDBOX_NOTREADY || st.Network.Ip != "10.88.0.1" || len(st.Network.AdditionalIps) != 1 || st.Metadata.Name != "a" {
+		t.Fatalf("status of the removed sandbox = %v, want NOTREADY with 10.88.0.1", st)
+	}
+	if got := listSandboxes(t, s, nil); got[id] == nil {
+		t.Fatalf("ListPodSandbox does not list the removed sandbox")
+	}
+	if _, err := s.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id}); err != nil {
+		t.Fatal(err)
+	}
+	if _, tearDowns := net.calls(); len(tearDowns) != 1 || tearDowns[0].netns != "/pins/"+id {
+		t.Errorf("tear downs = %+v, want one in the pinned namespace", tearDowns)
+	}
+	if _, err := s.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id}); err != nil {
+		t.Fatal(err)
+	}
+	if files := checkpointFiles(t, root); len(files) != 0 {
+		t.Errorf("checkpoints left: %v", files)
+	}
+	if n := s.pins.(*fakePins).count(); n != 0 {
+		t.Errorf("%d namespaces still pinned", n)
+	}
+	_, err := s.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id})
+	wantCode(t, err, codes.NotFound)
+	if got := listSandboxes(t, s, nil); len(got) != 0 {
+		t.Errorf("ListPodSandbox after the removal = %v", got)
+	}
+}
+
+func TestRemovedSandboxAfterARestartIsReportedFromItsContainers(t *testing.T) {
+	fake := libdocker.NewFake()
+	s := newTestService(t, fake, Options{})
+	id, cfg := runPod(t, s, "a", "")
+	ccfg := containerConfig("app")
+	ccfg.Labels["io.kubernetes.pod.name"] = "a"
+	ccfg.Labels["io.kubernetes.pod.namespace"] = "ns"
+	ccfg.Labels["io.kubernetes.pod.uid"] = "uid-a"
+	resp, err := s.CreateContainer(context.Background(), &runtimeapi.CreateContainerRequest{PodSandboxId: id, Config: ccfg, SandboxConfig: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	removeBehindOurBack(t, fake, id)
+
+	s2 := newTestService(t, fake, Options{})
+	st := sandboxStatus(t, s2, id[:12])
+	want := map[string]string{"io.kubernetes.pod.name": "a", "io.kubernetes.pod.namespace": "ns", "io.kubernetes.pod.uid": "uid-a"}
+	if st.Id != id || st.State != runtimeapi.PodSandboxState_SANDBOX_NOTREADY || st.Metadata.Name != "a" || st.Metadata.Namespace != "ns" || st.Metadata.Uid != "uid-a" || st.CreatedAt == 0 {
+		t.Fatalf("status after a restart = %v, want it NOTREADY with the pod's name, namespace, uid and a creation time", st)
+	}
+	if len(st.Labels) != len(want) || st.Labels["io.kubernetes.pod.uid"] != "uid-a" || st.Labels["io.kubernetes.pod.name"] != "a" {
+		t.Errorf("labels = %v, want the pod's labels %v", st.Labels, want)
+	}
+	// The kubelet finds a pod's sandboxes by its uid label.
+	if got := listSandboxes(t, s2, &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{"io.kubernetes.pod.uid": "uid-a"}}); got[id] == nil {
+		t.Errorf("ListPodSandbox by the pod's uid label does not list the removed sandbox")
+	}
+	if _, err := s2.RemovePodSandbox(context.Background(), &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fake.InspectContainer(context.Background(), resp.ContainerId); !libdocker.IsNotFound(err) {
+		t.Errorf("the pod's container is still there: %v", err)
+	}
+}
+
+func TestSandboxRemovedWithNothingLeftIsNotFound(t *testing.T) {
+	fake := libdocker.NewFake()
+	s := newTestService(t, fake, Options{})
+	id, _ := runPod(t, s, "a", "")
+	removeBehindOurBack(t, fake, id)
+	_, err := s.PodSandboxStatus(context.Background(), &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id})
+	wantCode(t, err, codes.NotFound)
+	if got := listSandboxes(t, s, nil); len(got) != 0 {
+		t.Errorf("ListPodSandbox = %v, want nothing", got)
+	}
+	// The index forgets it too: it counts no pod for the metrics.
+	if n := s.PodsByHandler()[""]; n != 0 {
+		t.Errorf("%d pods counted after the sandbox left nothing", n)
+	}
+}
