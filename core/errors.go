@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -38,10 +39,16 @@ func dockerError(err error, format string, args ...any) error {
 		code = codes.Canceled
 	case errors.Is(err, libdocker.ErrUnknownRuntime), errors.Is(err, libdocker.ErrRuntimeFailed):
 		code = codes.FailedPrecondition
+	case libdocker.IsUnavailable(err):
+		code = codes.Unavailable
 	case libdocker.IsNotFound(err):
 		code = codes.NotFound
 	case libdocker.IsConflict(err):
 		code = codes.FailedPrecondition
+	case cerrdefs.IsInvalidArgument(err):
+		// Docker's "invalid parameter" (400), and "multiple IDs found with provided prefix": the
+		// caller must change the request. After the runtime kinds, which Docker also sends as 400s.
+		code = codes.InvalidArgument
 	}
 	return status.Error(code, msg)
 }

@@ -2,10 +2,16 @@ package libdocker
 
 import (
 	"errors"
+	"net"
 	"strings"
 
 	cerrdefs "github.com/containerd/errdefs"
+	dockerclient "github.com/docker/docker/client"
 )
+
+// ErrUnavailable is returned when Docker cannot be reached (its socket refuses or is gone, the
+// dial times out): the call may succeed once dockerd is back, so clients should retry.
+var ErrUnavailable = errors.New("Docker is unreachable")
 
 // ErrUnknownRuntime is returned when Docker does not know the requested HostConfig.Runtime.
 var ErrUnknownRuntime = errors.New("unknown Docker runtime")
@@ -26,15 +32,30 @@ var ErrSubpathInvalid = errors.New("invalid mount sub path")
 // IsNotFound reports whether Docker said the object does not exist.
 func IsNotFound(err error) bool { return cerrdefs.IsNotFound(err) }
 
+// IsUnavailable reports whether Docker could not be reached, or said it cannot serve now.
+func IsUnavailable(err error) bool {
+	return errors.Is(err, ErrUnavailable) || cerrdefs.IsUnavailable(err)
+}
+
 // IsConflict reports whether Docker refused the call because of the object's state or a name clash.
 func IsConflict(err error) bool { return cerrdefs.IsConflict(err) }
 
-// classify tags Docker errors that carry no type of their own. Docker 20.10 answers an unknown
-// runtime with a plain "invalid parameter" and a runtime exec failure with a 500, so their text is
-// the only signal; this is the one place that reads it.
+// classify tags Docker errors that carry no errdefs kind: a failed connection (typed by the
+// client), and errors whose text is the only signal. Docker 20.10 answers an unknown runtime with
+// a plain "invalid parameter" and a runtime exec failure with a 500; this is the one place that
+// reads Docker's text.
 func classify(err error) error {
 	if err == nil {
 		return nil
+	}
+	if errors.Is(err, ErrUnavailable) {
+		return err
+	}
+	// The client types a failed connection for its plain HTTP calls; the hijacked ones (attach,
+	// exec) only wrap the dialer's *net.OpError.
+	var op *net.OpError
+	if dockerclient.IsErrConnectionFailed(err) || (errors.As(err, &op) && op.Op == "dial") {
+		return classified{err: err, kind: ErrUnavailable}
 	}
 	msg := err.Error()
 	switch {
