@@ -125,7 +125,7 @@ func (f *follower) resume() position {
 }
 
 func (f *follower) open() error {
-	if err := os.MkdirAll(filepath.Dir(f.path), 0o755); err != nil {
+	if err := mkdirOne(filepath.Dir(f.path)); err != nil {
 		return err
 	}
 	file, err := os.OpenFile(f.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)

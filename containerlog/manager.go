@@ -80,6 +80,12 @@ func (m *Manager) Follow(id, path string, tty bool) {
 	if f, ok := m.followers[id]; ok && !f.finished() {
 		return
 	}
+	// The path comes from our own label, checked when the container was created; refuse again
+	// what could lead outside the directory it names.
+	if err := checkPath(path); err != nil {
+		m.log.WithField("container", id).Warnf("not writing its log: %v", err)
+		return
+	}
 	// The file exists when Follow returns, before any output: the kubelet (and critest) open
 	// it as soon as StartContainer answers.
 	if err := createFile(path); err != nil {
@@ -153,9 +159,19 @@ func (m *Manager) recordPath(id string) string {
 // (e.g. dockerd restarted).
 const retryDelay = time.Second
 
-// createFile creates path, and its directory, unless it exists; it never truncates.
+// checkPath refuses a log path that is not absolute and clean (no "." or ".." components).
+func checkPath(path string) error {
+	if !filepath.IsAbs(path) || filepath.Clean(path) != path {
+		return fmt.Errorf("log path %q is not an absolute clean path", path)
+	}
+	return nil
+}
+
+// createFile creates path unless it exists; it never truncates. Of the directories, it
+// creates at most the file's own (the kubelet creates the pod's log directory, and the
+// container's below it): never its parents.
 func createFile(path string) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := mkdirOne(filepath.Dir(path)); err != nil {
 		return err
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
@@ -163,4 +179,12 @@ func createFile(path string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// mkdirOne creates dir if its parent exists.
+func mkdirOne(dir string) error {
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	return nil
 }

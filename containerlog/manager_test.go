@@ -75,7 +75,12 @@ func fields(t *testing.T, line string) (time.Time, string, string, string) {
 func TestLinesAreWrittenInCRIFormatWithStreamsAndPartialTags(t *testing.T) {
 	fake := libdocker.NewFake()
 	id := runningContainer(t, fake, false)
-	path := filepath.Join(t.TempDir(), "pod", "c", "0.log")
+	// The kubelet creates the pod's log directory; the follower creates the container's.
+	podDir := filepath.Join(t.TempDir(), "pod")
+	if err := os.Mkdir(podDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(podDir, "c", "0.log")
 	m := newManager(t, fake, t.TempDir())
 	m.Follow(id, path, false)
 	fake.WriteLog(id, false, "hello\n")
@@ -249,5 +254,31 @@ func TestLogFileExistsWhenFollowReturns(t *testing.T) {
 		if _, err := os.Stat(path); err != nil {
 			t.Fatalf("right after Follow: %v", err)
 		}
+	}
+}
+
+func TestFollowCreatesNoParentsAndRefusesUncleanPaths(t *testing.T) {
+	fake := libdocker.NewFake()
+	m := newManager(t, fake, t.TempDir())
+	dir := t.TempDir()
+	for _, path := range []string{
+		filepath.Join(dir, "missing", "pod", "c", "0.log"), // the log directory's parents
+		dir + "/pod/../../escaped.log",
+		"relative/0.log",
+	} {
+		id := runningContainer(t, fake, false)
+		m.Follow(id, path, false)
+		fake.WriteLog(id, false, "hello\n")
+	}
+	time.Sleep(100 * time.Millisecond)
+	if _, err := os.Stat(filepath.Join(dir, "missing")); !os.IsNotExist(err) {
+		t.Errorf("the log directory's parents were created (%v)", err)
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(dir), "escaped.log")); !os.IsNotExist(err) {
+		t.Errorf("a path with .. was followed (%v)", err)
+		os.Remove(filepath.Join(filepath.Dir(dir), "escaped.log"))
+	}
+	if _, err := os.Stat("relative"); !os.IsNotExist(err) {
+		t.Errorf("a relative path was followed (%v)", err)
 	}
 }

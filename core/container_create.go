@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/strslice"
@@ -27,6 +28,10 @@ func (s *Service) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	if err := validateSandboxConfig(sandboxCfg); err != nil {
 		return nil, err
 	}
+	logPath, err := containerLogPath(sandboxCfg.LogDirectory, cfg.LogPath)
+	if err != nil {
+		return nil, err
+	}
 	sandboxID, rt, found, err := s.sandboxes.lookup(ctx, s.docker, req.GetPodSandboxId())
 	if err != nil {
 		return nil, dockerError(err, "look up pod sandbox %q", req.GetPodSandboxId())
@@ -35,7 +40,7 @@ func (s *Service) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 		return nil, notFoundf("pod sandbox %q not found", req.GetPodSandboxId())
 	}
 
-	containerCfg, hostCfg, err := s.containerDockerConfig(ctx, sandboxID, rt, cfg, sandboxCfg)
+	containerCfg, hostCfg, err := s.containerDockerConfig(ctx, sandboxID, rt, cfg, sandboxCfg, logPath)
 	if err != nil {
 		return nil, err
 	}
@@ -71,6 +76,9 @@ func validateContainerConfig(cfg *runtimeapi.ContainerConfig) error {
 	if cfg.GetImage().GetImage() == "" {
 		return invalidf("container config: image is required")
 	}
+	if err := checkCRILabels("container", cfg.Labels); err != nil {
+		return err
+	}
 	if sc := cfg.GetLinux().GetSecurityContext(); sc.GetRunAsGroup() != nil && sc.GetRunAsUser() == nil && sc.GetRunAsUsername() == "" {
 		return invalidf("container config: run_as_group needs run_as_user or run_as_username")
 	}
@@ -97,12 +105,13 @@ func validateContainerConfig(cfg *runtimeapi.ContainerConfig) error {
 }
 
 // containerDockerConfig is the Docker configuration of a container in sandbox sandboxID.
-func (s *Service) containerDockerConfig(ctx context.Context, sandboxID string, rt podRuntime, cfg *runtimeapi.ContainerConfig, sandboxCfg *runtimeapi.PodSandboxConfig) (*container.Config, *container.HostConfig, error) {
+// logPath is the checked path of its log file ("" for none): see containerLogPath.
+func (s *Service) containerDockerConfig(ctx context.Context, sandboxID string, rt podRuntime, cfg *runtimeapi.ContainerConfig, sandboxCfg *runtimeapi.PodSandboxConfig, logPath string) (*container.Config, *container.HostConfig, error) {
 	labels := makeLabels(cfg.Labels, cfg.Annotations)
 	labels[containerTypeLabel] = containerTypeContainer
 	labels[sandboxIDLabel] = sandboxID
-	if dir, path := sandboxCfg.LogDirectory, cfg.LogPath; dir != "" && path != "" {
-		labels[containerLogPathLabel] = filepath.Join(dir, path)
+	if logPath != "" {
+		labels[containerLogPathLabel] = logPath
 		labels[logLabel] = logCRI
 		if cfg.Tty {
 			labels[logLabel] = logCRIWithT
@@ -145,4 +154,35 @@ func (s *Service) containerDockerConfig(ctx context.Context, sandboxID string, r
 		return nil, nil, err
 	}
 	return containerCfg, hostCfg, nil
+}
+
+// containerLogPath is where a container's output goes: the sandbox's log_directory joined with
+// the container's log_path; "" when log_path is empty (no log file).
+// The directory must be absolute and clean, the path a clean relative path that names a file
+// inside it: a request cannot make us create or write a file anywhere else (docs/security.md).
+// Nothing is created here; the follower creates the file when the container starts.
+func containerLogPath(dir, path string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	if !filepath.IsLocal(path) || filepath.Clean(path) == "." {
+		return "", invalidf("container log_path %q must be a relative path to a file inside the pod's log_directory, without '..' components", path)
+	}
+	if dir == "" {
+		return "", invalidf("container log_path %q needs the pod sandbox's log_directory: without it the output would have nowhere to go", path)
+	}
+	if !filepath.IsAbs(dir) || hasDotComponent(dir) {
+		return "", invalidf("pod sandbox log_directory %q must be an absolute path without '.' or '..' components", dir)
+	}
+	return filepath.Join(dir, path), nil
+}
+
+// hasDotComponent says whether a slash-separated path has a "." or ".." component.
+func hasDotComponent(p string) bool {
+	for _, c := range strings.Split(p, "/") {
+		if c == ".." || c == "." {
+			return true
+		}
+	}
+	return false
 }

@@ -34,7 +34,11 @@ func (s *Service) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest)
 	if req.Timeout < 0 {
 		return nil, invalidf("timeout must not be negative")
 	}
-	execID, err := s.docker.CreateExec(ctx, id, container.ExecOptions{Cmd: req.Cmd, AttachStdout: true, AttachStderr: true})
+	c, err := s.inspectCRIContainer(ctx, id) // only in a CRI container (issue 12, item 3)
+	if err != nil {
+		return nil, err
+	}
+	execID, err := s.docker.CreateExec(ctx, c.ID, container.ExecOptions{Cmd: req.Cmd, AttachStdout: true, AttachStderr: true})
 	if err != nil {
 		switch {
 		case libdocker.IsNotFound(err):

@@ -24,10 +24,20 @@ func (s *Service) inspectCRIContainer(ctx context.Context, id string) (*containe
 		}
 		return nil, dockerError(err, "inspect container %q", id)
 	}
-	if c.Config == nil || c.Config.Labels[containerTypeLabel] != containerTypeContainer {
+	if !isCRIContainer(c) {
 		return nil, notFoundf("container %q not found: it is not a CRI container", id)
 	}
 	return c, nil
+}
+
+// isCRIContainer says whether c is a container (not a sandbox) made through the CRI, by us or
+// by upstream cri-dockerd (same type and sandbox labels), whose name we can parse.
+func isCRIContainer(c *container.InspectResponse) bool {
+	if c.Config == nil || c.Config.Labels[containerTypeLabel] != containerTypeContainer || c.Config.Labels[sandboxIDLabel] == "" {
+		return false
+	}
+	_, err := parseName(c.Name)
+	return err == nil
 }
 
 // ContainerStatus reports a container from a Docker inspect of it and one of its image.

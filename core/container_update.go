@@ -23,12 +23,16 @@ func (s *Service) UpdateContainerResources(ctx context.Context, req *runtimeapi.
 	if req.GetWindows() != nil {
 		return nil, status.Error(codes.Unimplemented, "Windows container resources: cri-dockerd runs Linux containers")
 	}
+	c, err := s.inspectCRIContainer(ctx, id)
+	if err != nil {
+		return nil, err
+	}
 	r := req.GetLinux()
 	if r == nil {
 		return &runtimeapi.UpdateContainerResourcesResponse{}, nil
 	}
 	res := s.dockerResources(r) // memory comes with swap: see carrySwap
-	warnings, err := s.docker.UpdateContainer(ctx, id, container.UpdateConfig{Resources: res})
+	warnings, err := s.docker.UpdateContainer(ctx, c.ID, container.UpdateConfig{Resources: res})
 	if err != nil {
 		if libdocker.IsNotFound(err) {
 			return nil, notFoundf("container %q not found", id)
@@ -38,7 +42,7 @@ func (s *Service) UpdateContainerResources(ctx context.Context, req *runtimeapi.
 	for _, w := range warnings {
 		s.log.WithField("container", id).Warnf("resource update: Docker says: %s", w)
 	}
-	s.stats.forgetMeta(id)
+	s.stats.forgetMeta(c.ID)
 	return &runtimeapi.UpdateContainerResourcesResponse{}, nil
 }
 

@@ -360,7 +360,7 @@ func TestImageVolumeNativeStartWithMissingSubPath(t *testing.T) {
 	set := imageVolumeSet{Version: 1, Mounts: []imageVolumeMount{{ContainerPath: "/mnt/x", Image: volumeImage, ImageID: e.imageID, SubPath: "not-existing", Native: true}}}
 	raw, _ := json.Marshal(set)
 	id, err := e.fake.CreateContainer(ctx, "k8s_old_p_ns_uid_0",
-		&container.Config{Image: volumeImage, Labels: map[string]string{containerTypeLabel: containerTypeContainer, imageVolumesLabel: string(raw)}},
+		&container.Config{Image: volumeImage, Labels: map[string]string{containerTypeLabel: containerTypeContainer, sandboxIDLabel: "sandbox-of-old", imageVolumesLabel: string(raw)}},
 		&container.HostConfig{Mounts: []mount.Mount{{Type: mount.TypeImage, Source: e.imageID, Target: "/mnt/x", ReadOnly: true, ImageOptions: &mount.ImageOptions{Subpath: "not-existing"}}}})
 	if err != nil {
 		t.Fatalf("Docker create: %v", err)

@@ -55,6 +55,33 @@ var internalLabels = map[string]bool{
 	containerLogPathLabel: true,
 }
 
+// checkCRILabels refuses, with InvalidArgument naming the key, a CRI label that would steer
+// what we do or that could not come back as the label it was (see docs/security.md):
+//   - a key of ours: the internal labels above (container type, sandbox ID, log path) and
+//     every key under io.cri-dockerd. (runtime handler, log mode, key list, image volumes ...);
+//   - a key under "annotation.", where Docker labels hold CRI annotations: it would come back
+//     as an annotation.
+//
+// Annotations need no check: they are stored under "annotation." and never meet our keys.
+func checkCRILabels(what string, labels map[string]string) error {
+	keys := make([]string, 0, len(labels))
+	for k := range labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		switch {
+		case k == "":
+			return invalidf("%s labels: a label has an empty key", what)
+		case internalLabels[k], strings.HasPrefix(k, ourLabelPrefix):
+			return invalidf("%s label %q: the key is reserved for cri-dockerd's own labels on Docker objects", what, k)
+		case strings.HasPrefix(k, annotationPrefix):
+			return invalidf("%s label %q: keys starting with %q hold CRI annotations on Docker objects; the label would come back as an annotation", what, k, annotationPrefix)
+		}
+	}
+	return nil
+}
+
 // nameComponent is what may stand between the delimiters of a Docker name: Docker allows
 // [a-zA-Z0-9_.-] and the delimiter is "_".
 var nameComponent = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9.-]*$`)
@@ -129,6 +156,9 @@ func makeLabels(labels, annotations map[string]string) map[string]string {
 	out := make(map[string]string, len(labels)+len(annotations)+5)
 	keys := make([]string, 0, len(labels)+len(annotations))
 	for k, v := range labels {
+		if internalLabels[k] || strings.HasPrefix(k, ourLabelPrefix) || strings.HasPrefix(k, annotationPrefix) {
+			continue // refused by checkCRILabels; dropped here should a caller not check
+		}
 		out[k] = v
 		keys = append(keys, k)
 	}

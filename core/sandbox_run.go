@@ -86,6 +86,9 @@ func validateSandboxConfig(cfg *runtimeapi.PodSandboxConfig) error {
 	if err := checkNameComponent("pod sandbox metadata.uid", m.Uid, false); err != nil {
 		return err
 	}
+	if err := checkCRILabels("pod sandbox", cfg.Labels); err != nil { // issue 12, reserved label keys
+		return err
+	}
 	if _, err := sandboxShmSize(cfg); err != nil {
 		return err
 	}
