@@ -208,3 +208,18 @@ func TestSandboxRemovedWithNothingLeftIsNotFound(t *testing.T) {
 		t.Errorf("%d pods counted after the sandbox left nothing", n)
 	}
 }
+
+func TestSandboxRemovedBeforeAnyStatusIsReportedAsItWasRun(t *testing.T) {
+	fake := libdocker.NewFake()
+	s := newTestService(t, fake, Options{})
+	id, cfg := runPod(t, s, "a", "")
+	createContainer(t, s, id, cfg, "app")
+	removeBehindOurBack(t, fake, id)
+	st := sandboxStatus(t, s, id)
+	if st.Metadata.String() != cfg.Metadata.String() || st.Labels["app"] != "a" || st.Annotations["note"] != "x" || st.CreatedAt == 0 {
+		t.Errorf("status = %v, want the metadata, labels and annotations it was run with", st)
+	}
+	if got := listSandboxes(t, s, &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{"app": "a"}}); got[id] == nil {
+		t.Errorf("ListPodSandbox by the pod's label does not list it")
+	}
+}

@@ -187,3 +187,24 @@ func (x *sandboxIndex) prune(ids []string) {
 	}
 	x.mu.Unlock()
 }
+
+// recordOfConfig is the CRI view of a sandbox RunPodSandbox has just created from cfg, until
+// PodSandboxStatus reports it from Docker: remembered at once, so that a sandbox removed behind
+// our back before anyone asked about it is still reported as it was.
+func recordOfConfig(cfg *runtimeapi.PodSandboxConfig, rt podRuntime) sandboxRecord {
+	ns := cfg.GetLinux().GetSecurityContext().GetNamespaceOptions()
+	labels, annotations := splitLabels(makeLabels(cfg.GetLabels(), cfg.GetAnnotations()))
+	m := cfg.GetMetadata()
+	return sandboxRecord{
+		metadata:    &runtimeapi.PodSandboxMetadata{Name: m.GetName(), Namespace: m.GetNamespace(), Uid: m.GetUid(), Attempt: m.GetAttempt()},
+		labels:      labels,
+		annotations: annotations,
+		createdAt:   time.Now().UnixNano(),
+		handler:     rt.Handler,
+		namespaces: &runtimeapi.NamespaceOption{
+			Network: namespaceMode(ns.GetNetwork() == runtimeapi.NamespaceMode_NODE),
+			Pid:     namespaceMode(ns.GetPid() == runtimeapi.NamespaceMode_NODE),
+			Ipc:     namespaceMode(ns.GetIpc() == runtimeapi.NamespaceMode_NODE),
+		},
+	}
+}

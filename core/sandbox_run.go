@@ -49,6 +49,7 @@ func (s *Service) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 		return nil, s.runtimeFailure(ctx, err, fmt.Sprintf("create sandbox %q", name), rt)
 	}
 	s.sandboxes.put(id, rt)
+	s.sandboxes.remember(id, recordOfConfig(cfg, rt))
 
 	if err := s.docker.StartContainer(ctx, id); err != nil {
 		s.removeAfterFailure(ctx, id)

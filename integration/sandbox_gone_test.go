@@ -1,0 +1,144 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"google.golang.org/grpc/codes"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// filesUnder lists the files left in the root directory's subdirectory dir.
+func filesUnder(t *testing.T, d *Daemon, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(filepath.Join(d.Dir, "root", dir))
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+// podWithRemovedPause runs a pod with a running app container, then removes its pause
+// container behind cri-dockerd's back.
+func podWithRemovedPause(t *testing.T, d *Daemon, cfg *runtimeapi.PodSandboxConfig, id string) string {
+	t.Helper()
+	ctr := createContainer(t, d, id, cfg, containerConfig("app", sleeper))
+	startContainer(t, d, ctr)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := suite.docker.ContainerRemove(ctx, id, container.RemoveOptions{Force: true}); err != nil {
+		t.Fatalf("docker rm -f of the pause container: %v", err)
+	}
+	if c, err := suite.docker.ContainerInspect(ctx, ctr); err != nil || !c.State.Running {
+		t.Fatalf("the app container should still run after docker rm -f of the pause container (%v)", err)
+	}
+	return ctr
+}
+
+// checkNothingLeft checks that the pod left no container, checkpoint, pin or log record.
+func checkNothingLeft(t *testing.T, d *Daemon, cfg *runtimeapi.PodSandboxConfig, id string) {
+	t.Helper()
+	if list := podContainers(t, cfg.Metadata); len(list) != 0 {
+		t.Errorf("%d Docker containers of the pod left, want none", len(list))
+	}
+	for _, dir := range []string{"sandboxes", "netns", "containerlogs"} {
+		if files := filesUnder(t, d, dir); len(files) != 0 {
+			t.Errorf("files left in %s: %v", dir, files)
+		}
+	}
+	_, err := d.Runtime.PodSandboxStatus(t.Context(), &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id})
+	wantCode(t, err, codes.NotFound)
+	// Idempotent.
+	if _, err := d.Runtime.RemovePodSandbox(t.Context(), &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id}); err != nil {
+		t.Errorf("a second RemovePodSandbox: %v", err)
+	}
+}
+
+// `docker rm -f` of a CNI pod's pause container: crictl still lists the pod NotReady, and
+// `crictl rmp` (PodSandboxStatus, then RemovePodSandbox) removes its app container, tears its
+// network down and leaves nothing.
+func TestCrictlRmpOfAPodWhosePauseContainerWasRemoved(t *testing.T) {
+	crictl := crictlBinary(t)
+	d := startCNIDaemon(t, cniConfDir(t, map[string]string{"10-it.conflist": cniConflist(cniNetwork, cniBridge, cniSubnet)}))
+	cfg := newPodConfig(t, "gone")
+	id := runCNIPod(t, d, cfg)
+	ip := sandboxIP(t, d, id)
+	podWithRemovedPause(t, d, cfg, id)
+
+	run := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(crictl, append([]string{"--runtime-endpoint", "unix://" + d.Socket, "--timeout", "60s"}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("crictl %v: %v: %s", args, err, out)
+		}
+		return string(out)
+	}
+	out := run("pods", "--id", id, "-o", "json")
+	if !strings.Contains(out, id) || !strings.Contains(out, `"SANDBOX_NOTREADY"`) || !strings.Contains(out, cfg.Metadata.Name) {
+		t.Fatalf("crictl pods does not show the pod NotReady with its name:\n%s", out)
+	}
+	st, err := d.Runtime.PodSandboxStatus(t.Context(), &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id})
+	if err != nil {
+		t.Fatalf("PodSandboxStatus of the pod whose pause container is gone: %v", err)
+	}
+	if st.Status.State != runtimeapi.PodSandboxState_SANDBOX_NOTREADY || st.Status.Network.GetIp() != ip || st.Status.Labels["crid-it-pod"] != cfg.Labels["crid-it-pod"] {
+		t.Errorf("status = %v, want NOTREADY with IP %s and the pod's labels", st.Status, ip)
+	}
+	if got := leases(t, cniNetwork, id); len(got) != 1 {
+		t.Errorf("leases before rmp = %v, want the pod's", got)
+	}
+	if out := run("rmp", id[:12]); !strings.Contains(out, "Removed sandbox") {
+		t.Errorf("crictl rmp: %s", out)
+	}
+	checkNothingLeft(t, d, cfg, id)
+	if got := leases(t, cniNetwork, id); len(got) != 0 {
+		t.Errorf("IP leases left: %v", got)
+	}
+	if n := masqueradeRules(t, id); n != 0 {
+		t.Errorf("%d NAT rules of the pod left", n)
+	}
+}
+
+// The same through the CRI as the kubelet does it (StopPodSandbox, then RemovePodSandbox), on
+// Docker's bridge (no checkpoint: the app container alone keeps the pod listed).
+func TestStopAndRemoveOfAPodWhosePauseContainerWasRemoved(t *testing.T) {
+	d := StartDaemon(t)
+	cfg := newPodConfig(t, "gone")
+	id := runPod(t, d, cfg, "")
+	ctr := podWithRemovedPause(t, d, cfg, id)
+
+	list, err := d.Runtime.ListPodSandbox(t.Context(), &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{LabelSelector: cfg.Labels}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 1 || list.Items[0].Id != id || list.Items[0].State != runtimeapi.PodSandboxState_SANDBOX_NOTREADY || list.Items[0].Metadata.Name != cfg.Metadata.Name {
+		t.Fatalf("ListPodSandbox = %v, want the pod NOTREADY", list.Items)
+	}
+	if _, err := d.Runtime.StopPodSandbox(t.Context(), &runtimeapi.StopPodSandboxRequest{PodSandboxId: id}); err != nil {
+		t.Fatalf("StopPodSandbox: %v", err)
+	}
+	c, err := suite.docker.ContainerInspect(t.Context(), ctr)
+	if err != nil || c.State.Running {
+		t.Errorf("the app container still runs after StopPodSandbox (%v)", err)
+	}
+	if _, err := d.Runtime.RemovePodSandbox(t.Context(), &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id}); err != nil {
+		t.Fatalf("RemovePodSandbox: %v", err)
+	}
+	checkNothingLeft(t, d, cfg, id)
+	list, err = d.Runtime.ListPodSandbox(t.Context(), &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{LabelSelector: cfg.Labels}})
+	if err != nil || len(list.Items) != 0 {
+		t.Errorf("ListPodSandbox after the removal = %v, %v; want nothing", list.GetItems(), err)
+	}
+}
