@@ -32,7 +32,7 @@ func (s *Service) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	if err != nil {
 		return nil, err
 	}
-	sandboxID, rt, found, err := s.sandboxes.lookup(ctx, s.docker, req.GetPodSandboxId())
+	sandboxID, rt, found, err := s.lookupSandboxFor(ctx, req.GetPodSandboxId(), sandboxCfg)
 	if err != nil {
 		return nil, dockerError(err, "look up pod sandbox %q", req.GetPodSandboxId())
 	}

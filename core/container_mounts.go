@@ -40,6 +40,9 @@ func (s *Service) hostMounts(ctx context.Context, mounts []*runtimeapi.Mount) ([
 		if len(m.UidMappings) > 0 || len(m.GidMappings) > 0 {
 			return nil, nil, status.Errorf(codes.Unimplemented, "mount %q -> %q: idmapped mounts need a user namespace per pod, which Docker cannot give", m.HostPath, m.ContainerPath)
 		}
+		if err := checkMountPropagation(m); err != nil {
+			return nil, nil, err
+		}
 		if m.GetImage().GetImage() != "" {
 			continue
 		}

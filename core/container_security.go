@@ -304,6 +304,9 @@ func (s *Service) apparmorEnabled(ctx context.Context) (enabled, known bool) {
 // (or the node's), and the PID namespace its own security context asks for: the sandbox's
 // (POD), the node's (NODE), another container's (TARGET) or its own (CONTAINER).
 func (s *Service) applyNamespaces(ctx context.Context, hc *container.HostConfig, sandboxID string, sandboxNS, containerNS *runtimeapi.NamespaceOption) error {
+	if err := checkNamespaceModes("container", containerNS); err != nil {
+		return err
+	}
 	hc.NetworkMode = container.NetworkMode("container:" + sandboxID)
 	hc.IpcMode = container.IpcMode("container:" + sandboxID)
 	if sandboxNS.GetNetwork() == runtimeapi.NamespaceMode_NODE {

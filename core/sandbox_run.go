@@ -90,7 +90,7 @@ func validateSandboxConfig(cfg *runtimeapi.PodSandboxConfig) error {
 	if err := checkCRILabels("pod sandbox", cfg.Labels); err != nil { // issue 12, reserved label keys
 		return err
 	}
-	if _, err := sandboxShmSize(cfg); err != nil {
+	if err := validateSandboxSettings(cfg); err != nil {
 		return err
 	}
 	for _, pm := range cfg.PortMappings {

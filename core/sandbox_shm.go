@@ -25,7 +25,20 @@ func sandboxShmSize(cfg *runtimeapi.PodSandboxConfig) (int64, error) {
 		if err != nil || q.Sign() <= 0 || q.Value() < 4096 {
 			return 0, invalidf("pod annotation %s=%q: want a size of at least 4Ki, such as 128Mi or 1Gi", key, value)
 		}
+		// A tmpfs cannot hold more than the node's RAM and swap (its pages are the pod's memory),
+		// so a larger size is a mistake (1Ei for 1Gi), never a need; Docker would take it.
+		if limit := maxShmSize(); q.Value() > limit {
+			return 0, invalidf("pod annotation %s=%q: larger than the node's memory and swap (%d bytes)", key, value, limit)
+		}
 		return q.Value(), nil
 	}
 	return 0, nil
+}
+
+// maxShmSize bounds a pod's /dev/shm: the node's memory and swap, or 1 TiB when unknown.
+func maxShmSize() int64 {
+	if m := nodeMemory(); m > 0 {
+		return m
+	}
+	return 1 << 40
 }
