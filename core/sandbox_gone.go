@@ -22,7 +22,8 @@ import (
 // RemovePodSandbox, which stop and remove what is left. It is reported with what is still
 // known: the sandbox as we last saw it in Docker, or after a restart of cri-dockerd what its
 // containers and its checkpoint say (pod name, namespace and uid, the kubelet's pod labels,
-// the earliest creation time; no annotations, attempt or handler).
+// the earliest creation time; no annotations, attempt or handler). A start of cri-dockerd
+// keeps the network of such a sandbox while it has containers (cleanUpOrphanNetworks).
 
 // goneSandbox is a sandbox Docker no longer has, with what it left behind.
 type goneSandbox struct {
@@ -55,8 +56,8 @@ func (s *Service) checkpointIDs() []string {
 }
 
 // collectGone groups the containers (of all, a list of our objects) and checkpoints whose
-// sandbox is not among present by sandbox.
-func (s *Service) collectGone(all []container.Summary, present map[string]bool) map[string]*goneSandbox {
+// sandbox is not among present by sandbox, for the sandboxes whose ID starts with idPrefix.
+func (s *Service) collectGone(all []container.Summary, present map[string]bool, idPrefix string) map[string]*goneSandbox {
 	gone := map[string]*goneSandbox{}
 	get := func(id string) *goneSandbox {
 		g := gone[id]
@@ -70,12 +71,12 @@ func (s *Service) collectGone(all []container.Summary, present map[string]bool) 
 		if c.Labels[containerTypeLabel] != containerTypeContainer {
 			continue
 		}
-		if id := c.Labels[sandboxIDLabel]; id != "" && !present[id] {
+		if id := c.Labels[sandboxIDLabel]; id != "" && !present[id] && strings.HasPrefix(id, idPrefix) {
 			get(id).containers = append(get(id).containers, c)
 		}
 	}
 	for _, id := range s.checkpointIDs() {
-		if !present[id] {
+		if !present[id] && strings.HasPrefix(id, idPrefix) {
 			get(id).checkpointed = true
 		}
 	}
@@ -83,6 +84,13 @@ func (s *Service) collectGone(all []container.Summary, present map[string]bool) 
 		g.record = s.goneRecord(g)
 	}
 	return gone
+}
+
+// hasPodContainers reports whether Docker has containers of pod sandbox id; false when it
+// cannot tell.
+func (s *Service) hasPodContainers(ctx context.Context, id string) bool {
+	list, err := s.podContainers(ctx, id)
+	return err == nil && len(list) > 0
 }
 
 // findGoneSandbox finds the sandbox Docker no longer has that id names in full or by a unique
@@ -93,14 +101,19 @@ func (s *Service) findGoneSandbox(ctx context.Context, id string) (*goneSandbox,
 		return nil, dockerError(err, "list containers of pod sandbox %q", id)
 	}
 	var match *goneSandbox
-	for _, g := range s.collectGone(list, nil) {
-		if !strings.HasPrefix(g.id, id) {
-			continue
-		}
+	for _, g := range s.collectGone(list, nil, id) {
 		if match != nil {
 			return nil, invalidf("pod sandbox id prefix %q matches more than one pod sandbox", id)
 		}
 		match = g
+	}
+	// Gone indeed: not a sandbox Docker has under a prefix it could not resolve.
+	if match != nil {
+		if _, err := s.docker.InspectContainer(ctx, match.id); err == nil {
+			return nil, nil
+		} else if !libdocker.IsNotFound(err) {
+			return nil, dockerError(err, "inspect pod sandbox %q", match.id)
+		}
 	}
 	return match, nil
 }

@@ -223,3 +223,35 @@ func TestSandboxRemovedBeforeAnyStatusIsReportedAsItWasRun(t *testing.T) {
 		t.Errorf("ListPodSandbox by the pod's label does not list it")
 	}
 }
+
+func TestRestartKeepsTheNetworkOfARemovedSandboxWithContainersUntilItsStop(t *testing.T) {
+	fake, net, root := libdocker.NewFake(), &fakeNet{}, t.TempDir()
+	s := newNetService(t, fake, net, root)
+	id, cfg := runPod(t, s, "a", "")
+	createContainer(t, s, id, cfg, "app")
+	gone, _ := runPod(t, s, "b", "")
+	removeBehindOurBack(t, fake, id)
+	removeBehindOurBack(t, fake, gone)
+
+	// At the start, the network of the sandbox that left nothing else is torn down; the
+	// other one is still listed with its IP, for the kubelet to stop.
+	s2 := newNetService(t, fake, net, root)
+	if _, tearDowns := net.calls(); len(tearDowns) != 1 || tearDowns[0].sandboxID != gone {
+		t.Fatalf("tear downs at the start = %+v, want the one of %s alone", tearDowns, gone)
+	}
+	if st := sandboxStatus(t, s2, id); st.State != runtimeapi.PodSandboxState_SANDBOX_NOTREADY || st.Network.Ip != "10.88.0.1" || st.Metadata.Name != "a" {
+		t.Errorf("status after a restart = %v, want NOTREADY with 10.88.0.1", st)
+	}
+	if _, err := s2.StopPodSandbox(context.Background(), &runtimeapi.StopPodSandboxRequest{PodSandboxId: id}); err != nil {
+		t.Fatal(err)
+	}
+	if _, tearDowns := net.calls(); len(tearDowns) != 2 || tearDowns[1].sandboxID != id {
+		t.Errorf("tear downs = %+v, want a second one for %s", tearDowns, id)
+	}
+	if _, err := s2.RemovePodSandbox(context.Background(), &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id}); err != nil {
+		t.Fatal(err)
+	}
+	if files := checkpointFiles(t, root); len(files) != 0 {
+		t.Errorf("checkpoints left: %v", files)
+	}
+}

@@ -264,6 +264,9 @@ func (s *Service) cleanUpOrphanNetworks(ctx context.Context) {
 		if cp, err := s.checkpoints.get(id); err == nil && cp != nil && cp.Network.Plugin != s.net.Name() {
 			continue
 		}
+		if s.hasPodContainers(ctx, id) { // listed NOTREADY: its StopPodSandbox tears it down (sandbox_gone.go)
+			continue
+		}
 		tctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
 		err := s.tearDownSandboxNetwork(tctx, id, "")
 		cancel()

@@ -186,7 +186,7 @@ func (s *Service) ListPodSandbox(ctx context.Context, req *runtimeapi.ListPodSan
 			out = append(out, sb)
 		}
 	}
-	gone := s.collectGone(all, present)
+	gone := s.collectGone(all, present, "")
 	var left []string
 	for _, id := range known {
 		if !present[id] && gone[id] == nil {

@@ -66,16 +66,29 @@ func checkNothingLeft(t *testing.T, d *Daemon, cfg *runtimeapi.PodSandboxConfig,
 	}
 }
 
-// `docker rm -f` of a CNI pod's pause container: crictl still lists the pod NotReady, and
-// `crictl rmp` (PodSandboxStatus, then RemovePodSandbox) removes its app container, tears its
-// network down and leaves nothing.
+// `docker rm -f` of a CNI pod's pause container: crictl still lists the pod NotReady, also
+// after a restart of cri-dockerd, and `crictl rmp` (PodSandboxStatus, then RemovePodSandbox)
+// removes its app container, tears its network down and leaves nothing.
 func TestCrictlRmpOfAPodWhosePauseContainerWasRemoved(t *testing.T) {
 	crictl := crictlBinary(t)
+	for _, restart := range []bool{false, true} {
+		name := "running"
+		if restart {
+			name = "after-a-restart"
+		}
+		t.Run(name, func(t *testing.T) { crictlRmpOfAPodWhosePauseContainerWasRemoved(t, crictl, restart) })
+	}
+}
+
+func crictlRmpOfAPodWhosePauseContainerWasRemoved(t *testing.T, crictl string, restart bool) {
 	d := startCNIDaemon(t, cniConfDir(t, map[string]string{"10-it.conflist": cniConflist(cniNetwork, cniBridge, cniSubnet)}))
 	cfg := newPodConfig(t, "gone")
 	id := runCNIPod(t, d, cfg)
 	ip := sandboxIP(t, d, id)
 	podWithRemovedPause(t, d, cfg, id)
+	if restart {
+		d.Restart()
+	}
 
 	run := func(args ...string) string {
 		t.Helper()
@@ -93,8 +106,12 @@ func TestCrictlRmpOfAPodWhosePauseContainerWasRemoved(t *testing.T) {
 	if err != nil {
 		t.Fatalf("PodSandboxStatus of the pod whose pause container is gone: %v", err)
 	}
-	if st.Status.State != runtimeapi.PodSandboxState_SANDBOX_NOTREADY || st.Status.Network.GetIp() != ip || st.Status.Labels["crid-it-pod"] != cfg.Labels["crid-it-pod"] {
-		t.Errorf("status = %v, want NOTREADY with IP %s and the pod's labels", st.Status, ip)
+	if st.Status.State != runtimeapi.PodSandboxState_SANDBOX_NOTREADY || st.Status.Network.GetIp() != ip || st.Status.Metadata.GetUid() != cfg.Metadata.Uid {
+		t.Errorf("status = %v, want NOTREADY with IP %s and the pod's uid", st.Status, ip)
+	}
+	// After a restart, what the containers hold: not the pod's own labels.
+	if !restart && st.Status.Labels["crid-it-pod"] != cfg.Labels["crid-it-pod"] {
+		t.Errorf("labels = %v, want the pod's", st.Status.Labels)
 	}
 	if got := leases(t, cniNetwork, id); len(got) != 1 {
 		t.Errorf("leases before rmp = %v, want the pod's", got)
