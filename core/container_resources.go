@@ -99,7 +99,7 @@ func (s *Service) dockerResources(r *runtimeapi.LinuxContainerResources) contain
 				res.MemorySwap = -1
 			default:
 				if n, ok := number(); ok {
-					res.MemorySwap = res.Memory + n
+					res.MemorySwap = addSaturating(res.Memory, n)
 				}
 			}
 		case "pids.max":
@@ -237,9 +237,9 @@ func (s *Service) sandboxAnnotations(cfg *runtimeapi.PodSandboxConfig) map[strin
 	res, over := cfg.GetLinux().GetResources(), cfg.GetLinux().GetOverhead()
 	if res != nil || over != nil {
 		out[annotationSandboxCPUPeriod] = strconv.FormatInt(res.GetCpuPeriod(), 10)
-		out[annotationSandboxCPUQuota] = strconv.FormatInt(res.GetCpuQuota()+over.GetCpuQuota(), 10)
-		out[annotationSandboxCPUShares] = strconv.FormatInt(res.GetCpuShares()+over.GetCpuShares(), 10)
-		out[annotationSandboxMemory] = strconv.FormatInt(res.GetMemoryLimitInBytes()+over.GetMemoryLimitInBytes(), 10)
+		out[annotationSandboxCPUQuota] = strconv.FormatInt(addSaturating(res.GetCpuQuota(), over.GetCpuQuota()), 10)
+		out[annotationSandboxCPUShares] = strconv.FormatInt(addSaturating(res.GetCpuShares(), over.GetCpuShares()), 10)
+		out[annotationSandboxMemory] = strconv.FormatInt(addSaturating(res.GetMemoryLimitInBytes(), over.GetMemoryLimitInBytes()), 10)
 	}
 	return out
 }

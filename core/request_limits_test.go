@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc/codes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -49,5 +50,26 @@ func TestHugeTimeoutsDoNotOverflow(t *testing.T) {
 	}
 	if got, _ := fake.LastStopTimeout(id); got != 30*time.Second {
 		t.Errorf("StopContainer timeout 30 reached Docker as %v", got)
+	}
+}
+
+func TestSizeSumsSaturate(t *testing.T) {
+	for _, tc := range []struct{ a, b, want int64 }{
+		{1, 2, 3},
+		{math.MaxInt64, 1, math.MaxInt64},
+		{math.MaxInt64 - 1, math.MaxInt64, math.MaxInt64},
+		{math.MinInt64, -1, math.MinInt64},
+		{-5, 3, -2},
+	} {
+		if got := addSaturating(tc.a, tc.b); got != tc.want {
+			t.Errorf("addSaturating(%d, %d) = %d, want %d", tc.a, tc.b, got, tc.want)
+		}
+	}
+	// A memory limit plus a huge memory.swap.max must not wrap to a negative (or "unlimited")
+	// memory+swap limit.
+	s := &Service{log: logrus.NewEntry(logrus.New())}
+	res := s.dockerResources(&runtimeapi.LinuxContainerResources{MemoryLimitInBytes: 1 << 30, Unified: map[string]string{"memory.swap.max": "9223372036854775807"}})
+	if res.MemorySwap != math.MaxInt64 {
+		t.Errorf("MemorySwap %d, want MaxInt64", res.MemorySwap)
 	}
 }
