@@ -17,8 +17,9 @@ import (
 const maxHostnameLen = 64
 
 // validateSandboxSettings checks what a sandbox config sets beyond its names: the hostname, the
-// namespace modes and the /dev/shm size. RunPodSandbox runs it before anything is made, and
-// CreateContainer on the sandbox_config it gets.
+// namespace modes, the supplemental groups policy, the port mappings' protocols and the /dev/shm
+// size. RunPodSandbox runs it before anything is made, and CreateContainer on the sandbox_config
+// it gets.
 func validateSandboxSettings(cfg *runtimeapi.PodSandboxConfig) error {
 	if h := cfg.GetHostname(); h != "" {
 		if len(h) > maxHostnameLen {
@@ -30,6 +31,14 @@ func validateSandboxSettings(cfg *runtimeapi.PodSandboxConfig) error {
 	}
 	if err := checkNamespaceModes("pod sandbox", cfg.GetLinux().GetSecurityContext().GetNamespaceOptions()); err != nil {
 		return err
+	}
+	if p := cfg.GetLinux().GetSecurityContext().GetSupplementalGroupsPolicy(); runtimeapi.SupplementalGroupsPolicy_name[int32(p)] == "" {
+		return invalidf("pod sandbox supplemental_groups_policy: unknown policy %d (want Merge or Strict)", p)
+	}
+	for _, pm := range cfg.GetPortMappings() {
+		if _, known := runtimeapi.Protocol_name[int32(pm.GetProtocol())]; !known {
+			return invalidf("pod sandbox port mapping %d->%d: unknown protocol %d (want TCP, UDP or SCTP)", pm.GetHostPort(), pm.GetContainerPort(), pm.GetProtocol())
+		}
 	}
 	_, err := sandboxShmSize(cfg)
 	return err

@@ -47,6 +47,13 @@ func TestRunPodSandboxRefusesBadSettingsBeforeCreatingAnything(t *testing.T) {
 		{"hostname with spaces and slashes", "hostname", func(c *runtimeapi.PodSandboxConfig) { c.Hostname = "my host/../x" }},
 		{"hostname upper case", "RFC 1123", func(c *runtimeapi.PodSandboxConfig) { c.Hostname = "Web" }},
 		{"hostname of 65 bytes", "at most 64", func(c *runtimeapi.PodSandboxConfig) { c.Hostname = strings.Repeat("a", 65) }},
+		{"supplemental groups policy 99", "supplemental_groups_policy", func(c *runtimeapi.PodSandboxConfig) {
+			nsOpts(c)
+			c.Linux.SecurityContext.SupplementalGroupsPolicy = 99
+		}},
+		{"port protocol 99", "unknown protocol", func(c *runtimeapi.PodSandboxConfig) {
+			c.PortMappings = []*runtimeapi.PortMapping{{Protocol: 99, ContainerPort: 80, HostPort: 8080}}
+		}},
 		{"shm-size 1Ei", "node's memory", func(c *runtimeapi.PodSandboxConfig) { c.Annotations[shmSizeAnnotation] = "1Ei" }},
 		{"CRI-O shm-size 1Ei", "node's memory", func(c *runtimeapi.PodSandboxConfig) { c.Annotations[crioShmSizeAnnotation] = "1Ei" }},
 	} {
