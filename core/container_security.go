@@ -40,6 +40,9 @@ func (s *Service) applySecurityContext(ctx context.Context, cc *container.Config
 		return nil
 	}
 	applyIdentity(cc, hc, sc.RunAsUser, sc.RunAsUsername, sc.RunAsGroup, sc.SupplementalGroups)
+	if runtimeapi.SupplementalGroupsPolicy_name[int32(sc.SupplementalGroupsPolicy)] == "" {
+		return invalidf("container supplemental_groups_policy: unknown policy %d (want Merge or Strict)", sc.SupplementalGroupsPolicy)
+	}
 	if sc.SupplementalGroupsPolicy == runtimeapi.SupplementalGroupsPolicy_Strict {
 		return status.Error(codes.Unimplemented, "supplemental_groups_policy Strict: Docker always adds the groups the image's /etc/group gives the user (policy Merge)")
 	}

@@ -93,6 +93,9 @@ func TestCreateContainerRefusesBadSettingsBeforeCreatingAnything(t *testing.T) {
 		{"container pid mode 99", "container namespace_options.pid", func(c *runtimeapi.ContainerConfig, _ *runtimeapi.PodSandboxConfig) {
 			c.Linux = &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: &runtimeapi.NamespaceOption{Pid: 99}}}
 		}},
+		{"container supplemental groups policy 99", "supplemental_groups_policy", func(c *runtimeapi.ContainerConfig, _ *runtimeapi.PodSandboxConfig) {
+			c.Linux = &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{SupplementalGroupsPolicy: 99}}
+		}},
 		{"mount propagation 99", "unknown propagation", func(c *runtimeapi.ContainerConfig, _ *runtimeapi.PodSandboxConfig) {
 			c.Mounts = []*runtimeapi.Mount{{HostPath: t.TempDir(), ContainerPath: "/data", Propagation: 99}}
 		}},
