@@ -2,12 +2,16 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/strslice"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -31,6 +35,11 @@ func (s *Service) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	logPath, err := containerLogPath(sandboxCfg.LogDirectory, cfg.LogPath)
 	if err != nil {
 		return nil, err
+	}
+	if logPath != "" {
+		if err := s.checkLogDirectory(sandboxCfg.LogDirectory); err != nil {
+			return nil, err
+		}
 	}
 	sandboxID, rt, found, err := s.lookupSandboxFor(ctx, req.GetPodSandboxId(), sandboxCfg)
 	if err != nil {
@@ -185,4 +194,23 @@ func hasDotComponent(p string) bool {
 		}
 	}
 	return false
+}
+
+// checkLogDirectory fails with FailedPrecondition when the pod's log directory is not there:
+// the kubelet creates it before the pod's containers, and we never create it or its parents,
+// so without it the container's output would be lost.
+func (s *Service) checkLogDirectory(dir string) error {
+	if s.logDirectoryExists != nil {
+		return s.logDirectoryExists(dir)
+	}
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return status.Errorf(codes.FailedPrecondition, "pod sandbox log_directory %q does not exist: the kubelet creates it before the pod's containers, and cri-dockerd does not", dir)
+	case err != nil:
+		return status.Errorf(codes.FailedPrecondition, "pod sandbox log_directory %q: %v", dir, err)
+	case !fi.IsDir():
+		return status.Errorf(codes.FailedPrecondition, "pod sandbox log_directory %q is not a directory", dir)
+	}
+	return nil
 }

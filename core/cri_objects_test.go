@@ -229,3 +229,30 @@ func TestMakeLabelsDropsReservedKeys(t *testing.T) {
 		t.Errorf("round trip: %v", labels)
 	}
 }
+
+func TestCreateContainerFailsWhenTheLogDirectoryIsMissing(t *testing.T) {
+	ctx := context.Background()
+	fake := libdocker.NewFake()
+	s := newTestService(t, fake, Options{})
+	s.logDirectoryExists = nil // the real check
+	podID, podCfg := runPod(t, s, "p", "")
+	parent := t.TempDir()
+	podCfg.LogDirectory = filepath.Join(parent, "missing", "ns_p")
+	_, err := s.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: podID, Config: containerConfig("c"), SandboxConfig: podCfg})
+	wantCode(t, err, codes.FailedPrecondition)
+	if !strings.Contains(err.Error(), "does not exist") {
+		t.Errorf("error %v does not say the directory is missing", err)
+	}
+	if _, err := os.Stat(filepath.Join(parent, "missing")); !os.IsNotExist(err) {
+		t.Errorf("the log directory's parent was created (%v)", err)
+	}
+	// A directory that exists: the follower creates the container's directory in it, and the file.
+	podCfg.LogDirectory = t.TempDir()
+	id := createContainer(t, s, podID, podCfg, "c")
+	if _, err := s.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: id}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(podCfg.LogDirectory, "c", "0.log")); err != nil {
+		t.Errorf("log file: %v", err)
+	}
+}

@@ -108,6 +108,9 @@ type Service struct {
 	imageVolumes *imageVolumes
 	// adoptions is the state of adopting upstream cri-dockerd's sandboxes (sandbox_adopt.go).
 	adoptions adoption
+	// logDirectoryExists replaces the check of a pod's log directory in unit tests, whose
+	// kubelet-like log directories do not exist; nil checks the file system.
+	logDirectoryExists func(dir string) error
 }
 
 // New builds the service and rebuilds its in-memory state from Docker. It fails when Docker

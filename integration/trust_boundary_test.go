@@ -12,6 +12,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -120,6 +121,14 @@ func TestRequestsCannotChooseWhereOutputGoes(t *testing.T) {
 		if err == nil {
 			startContainer(t, d, resp.ContainerId)
 		}
+	}
+	// A log directory that is not there: refused, and neither it nor its parent is created.
+	missing := proto.Clone(podCfg).(*runtimeapi.PodSandboxConfig)
+	missing.LogDirectory = filepath.Join(outside, "no", "pod")
+	_, err = d.Runtime.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sandboxID, Config: containerConfig("nodir", sleeper), SandboxConfig: missing})
+	wantCode(t, err, codes.FailedPrecondition, "does not exist")
+	if _, err := os.Stat(filepath.Join(outside, "no")); !os.IsNotExist(err) {
+		t.Errorf("the log directory's parent was created (%v)", err)
 	}
 	time.Sleep(time.Second) // what the container printed would have reached a file by now
 	for _, p := range []string{target, filepath.Join(outside, "y.log")} {
