@@ -52,6 +52,10 @@ func containerRPCs(s *Service, id string) map[string]func(context.Context) error
 			_, err := s.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id})
 			return err
 		},
+		"Exec and Attach": func(ctx context.Context) error {
+			_, err := s.runningContainer(ctx, id, "exec in")
+			return err
+		},
 		"ContainerStats": func(ctx context.Context) error {
 			_, err := s.ContainerStats(ctx, &runtimeapi.ContainerStatsRequest{ContainerId: id})
 			return err
@@ -254,5 +258,35 @@ func TestCreateContainerFailsWhenTheLogDirectoryIsMissing(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(podCfg.LogDirectory, "c", "0.log")); err != nil {
 		t.Errorf("log file: %v", err)
+	}
+}
+
+// Containers of upstream cri-dockerd (its labels and names, no key list) stay CRI containers:
+// a node that swapped binaries stops and removes them.
+func TestContainerRPCsActOnUpstreamContainers(t *testing.T) {
+	ctx := context.Background()
+	fake := libdocker.NewFake()
+	s := newTestService(t, fake, Options{})
+	podID, _ := runPod(t, s, "p", "")
+	id, err := fake.CreateContainer(ctx, "k8s_app_p_ns_uid-p_0", &container.Config{Image: testImage, Labels: map[string]string{
+		containerTypeLabel: containerTypeContainer, sandboxIDLabel: podID, "io.kubernetes.container.name": "app",
+	}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: id}); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	if _, err := s.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: id[:12]}); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if c, _ := fake.InspectContainer(ctx, id); c.State.Running {
+		t.Errorf("still running after StopContainer")
+	}
+	if _, err := s.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: id}); err != nil {
+		t.Fatalf("remove: %v", err)
+	}
+	if _, err := fake.InspectContainer(ctx, id); !libdocker.IsNotFound(err) {
+		t.Errorf("still there after RemoveContainer: %v", err)
 	}
 }

@@ -106,7 +106,7 @@ func (s *Service) runningContainer(ctx context.Context, id, doing string) (*cont
 		}
 		return nil, dockerError(err, "%s container %q: inspect", doing, id)
 	}
-	if c.Config == nil || c.Config.Labels[containerTypeLabel] != containerTypeContainer {
+	if !isCRIContainer(c) {
 		return nil, notFoundf("%s container %q: container not found: it is not a CRI container", doing, id)
 	}
 	if c.State == nil || !c.State.Running {
