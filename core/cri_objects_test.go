@@ -252,6 +252,7 @@ func TestCreateContainerFailsWhenTheLogDirectoryIsMissing(t *testing.T) {
 	}
 	// A directory that exists: the follower creates the container's directory in it, and the file.
 	podCfg.LogDirectory = t.TempDir()
+	t.Cleanup(s.Close) // runs before the directory's removal: the follower stops writing into it
 	id := createContainer(t, s, podID, podCfg, "c")
 	if _, err := s.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: id}); err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"path/filepath"
 	"fmt"
 	"maps"
 	"strings"
@@ -58,7 +59,7 @@ func TestLabelsAndAnnotationsRoundTripExactly(t *testing.T) {
 	if err != nil || len(pods.Items) != 1 || !maps.Equal(pods.Items[0].Labels, podCfg.Labels) {
 		t.Errorf("ListPodSandbox = %v, %v", pods, err)
 	}
-	if cs.Status.LogPath != "/var/log/pods/ns_p/c/0.log" {
+	if cs.Status.LogPath != filepath.Join(testLogRoot, "ns_p", "c/0.log") {
 		t.Errorf("log path %q", cs.Status.LogPath)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/sirupsen/logrus"
@@ -51,17 +53,36 @@ func newTestService(t *testing.T, fake *libdocker.Fake, opts Options) *Service {
 	// The fake's containers have pids of the host's processes: never read the host's /proc and
 	// cgroups for them (a test that needs those points host at fixtures).
 	s.stats.host = hostFS{sys: t.TempDir(), proc: t.TempDir()}
-	// The kubelet-like log directories of sandboxConfig are not created: accept them.
-	s.logDirectoryExists = func(string) error { return nil }
 	return s
 }
 
+// testLogRoot holds the kubelet-like log directories of sandboxConfig: unit tests never write
+// the host's /var/log/pods.
+var testLogRoot string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "crid-core-test-logs-")
+	if err != nil {
+		panic(err)
+	}
+	testLogRoot = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// sandboxConfig is a kubelet-like sandbox config; its log directory exists, as the kubelet
+// creates it before it runs the sandbox.
 func sandboxConfig(name string) *runtimeapi.PodSandboxConfig {
+	logDir := filepath.Join(testLogRoot, "ns_"+name)
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		panic(err)
+	}
 	return &runtimeapi.PodSandboxConfig{
 		Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "ns", Uid: "uid-" + name, Attempt: 1},
 		Labels:       map[string]string{"app": name, "io.kubernetes.pod.name": name},
 		Annotations:  map[string]string{"note": "x", "kubernetes.io/config.seen": "2026-11-30"},
-		LogDirectory: "/var/log/pods/ns_" + name,
+		LogDirectory: logDir,
 	}
 }
 
