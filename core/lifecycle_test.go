@@ -2,9 +2,9 @@ package core
 
 import (
 	"context"
-	"path/filepath"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
