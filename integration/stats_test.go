@@ -679,7 +679,9 @@ func TestPodSandboxMetricsOfARealPod(t *testing.T) {
 		labels[desc.Name] = len(desc.LabelKeys)
 	}
 	var values map[string]uint64
-	waitFor(t, "the listener to open its socket", func() bool {
+	// The metrics come from the stats cache, refreshed every 10 s: the sample Docker took at the
+	// start may predate the container's later processes (nc, sleep), so wait for them too.
+	waitFor(t, "the listener to open its socket and the cache to see all three processes", func() bool {
 		resp, err := d.Runtime.ListPodSandboxMetrics(t.Context(), &runtimeapi.ListPodSandboxMetricsRequest{})
 		if err != nil {
 			t.Fatal(err)
@@ -704,7 +706,7 @@ func TestPodSandboxMetricsOfARealPod(t *testing.T) {
 				}
 			}
 		}
-		return values["container_sockets"] > 0
+		return values["container_sockets"] > 0 && values["container_threads"] >= 3
 	})
 	for name, min := range map[string]uint64{
 		"container_processes": 3, "container_file_descriptors": 3, "container_threads": 3,
