@@ -205,7 +205,7 @@ func (f *follower) copyStream(ctx context.Context, follow bool) error {
 	}
 	defer stream.Close()
 	r := bufio.NewReaderSize(stream, 64<<10)
-	seen := 0 // messages stamped exactly from.Time offered in this pass
+	seen := 0 // lines of messages stamped exactly from.Time offered in this pass
 	for {
 		streamName, msg, err := f.next(r)
 		if err != nil {
@@ -220,7 +220,7 @@ func (f *follower) copyStream(ctx context.Context, follow bool) error {
 			continue
 		}
 		if at.Equal(from.Time) {
-			seen++
+			seen += criLines(content)
 			if seen <= from.Count {
 				continue
 			}
@@ -256,27 +256,42 @@ func (f *follower) next(r *bufio.Reader) (string, []byte, error) {
 	return name, payload, nil
 }
 
-// write appends one CRI line. A message without a trailing newline is part of a longer line
-// (Docker splits lines at 16 KiB) or output not ended yet: tag P; a whole line: tag F.
+// criLines is how many CRI lines write makes of a message: one per line of it.
+func criLines(content []byte) int {
+	return bytes.Count(bytes.TrimSuffix(content, []byte("\n")), []byte("\n")) + 1
+}
+
+// write appends a message as CRI lines. A message without a trailing newline is part of a
+// longer line (Docker splits lines at 16 KiB) or output not ended yet: tag P; a whole line: tag
+// F. A message holding newlines inside (Docker sends one line per message, but a log stream
+// is not ours to trust) becomes one F line per line, so that no text makes a line of its own
+// that is not in the CRI format; the position counts lines, as filePosition does.
 func (f *follower) write(at time.Time, stream string, content []byte, flush bool) {
-	tag := "P"
-	if n := len(content); n > 0 && content[n-1] == '\n' {
-		tag, content = "F", content[:n-1]
-	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.w == nil {
 		return
 	}
-	f.w.WriteString(at.UTC().Format(time.RFC3339Nano))
-	f.w.WriteByte(' ')
-	f.w.WriteString(stream)
-	f.w.WriteByte(' ')
-	f.w.WriteString(tag)
-	f.w.WriteByte(' ')
-	f.w.Write(content)
-	f.w.WriteByte('\n')
-	f.pos.advance(at)
+	stamp := at.UTC().Format(time.RFC3339Nano)
+	for {
+		tag, line, rest := "P", content, []byte(nil)
+		if i := bytes.IndexByte(content, '\n'); i >= 0 {
+			tag, line, rest = "F", content[:i], content[i+1:]
+		}
+		f.w.WriteString(stamp)
+		f.w.WriteByte(' ')
+		f.w.WriteString(stream)
+		f.w.WriteByte(' ')
+		f.w.WriteString(tag)
+		f.w.WriteByte(' ')
+		f.w.Write(line)
+		f.w.WriteByte('\n')
+		f.pos.advance(at)
+		if len(rest) == 0 {
+			break
+		}
+		content = rest
+	}
 	if flush {
 		f.flushLocked()
 	}
