@@ -17,7 +17,7 @@ PREFIX ?= /usr/local
 DESTDIR ?=
 SYSTEMD_DIR ?= /etc/systemd/system
 
-.PHONY: build run install test unit lint setup integration critest bench clean
+.PHONY: build run install test unit lint setup integration critest bench clean fuzz
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/cri-dockerd
@@ -40,7 +40,7 @@ install: build
 	install -D -m 0644 cri-docker.service.tmp $(DESTDIR)$(SYSTEMD_DIR)/cri-docker.service
 	rm -f cri-docker.service.tmp
 
-test: lint unit setup integration critest setup-docker29 integration-docker29 critest-docker29 e2e-kubelet release-test
+test: lint unit setup integration critest setup-docker29 integration-docker29 critest-docker29 e2e-kubelet release-test fuzz
 
 lint:
 	@bad=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$bad" ]; then echo "gofmt needed: $$bad"; exit 1; fi
@@ -49,6 +49,17 @@ lint:
 
 unit:
 	$(GO) test -count=1 ./...
+
+# Every go test -fuzz target for FUZZTIME, one after the other (a fuzz run takes every core).
+# A failure leaves its input under the package's testdata/fuzz/; keep it as a seed once fixed.
+FUZZTIME ?= 30s
+FUZZ_TARGETS := core:FuzzValidateConfig core:FuzzContainerLogPath core:FuzzLabels core:FuzzParseName \
+	core:FuzzDecodeCheckpoint network:FuzzParsePodCIDRs containerlog:FuzzDecodeRecord containerlog:FuzzCRILogWriter
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		echo "fuzz $${t#*:} ./$${t%%:*}/ $(FUZZTIME)"; \
+		$(GO) test -run XXX -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) ./$${t%%:*}/; \
+	done
 
 # Docker engine with the test runtimes, and the local test images.
 setup:

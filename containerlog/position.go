@@ -41,10 +41,18 @@ func (p position) written(at time.Time, seen int) bool {
 
 // loadRecord reads a position record; a missing or damaged one is the start of the log.
 func loadRecord(path string) position {
-	var p position
 	data, err := os.ReadFile(path)
-	if err == nil {
-		_ = json.Unmarshal(data, &p)
+	if err != nil {
+		return position{}
+	}
+	return decodeRecord(data)
+}
+
+// decodeRecord is the position a record's bytes hold; damaged bytes are the start of the log.
+func decodeRecord(data []byte) position {
+	var p position
+	if json.Unmarshal(data, &p) != nil {
+		return position{}
 	}
 	return p
 }

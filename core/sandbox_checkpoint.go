@@ -133,15 +133,24 @@ func (s *checkpointStore) get(id string) (*sandboxCheckpoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint of sandbox %s: %w", id, err)
 	}
-	var cp sandboxCheckpoint
-	if err := json.Unmarshal(data, &cp); err != nil {
+	cp, err := decodeCheckpoint(id, data)
+	if err != nil {
 		return nil, fmt.Errorf("checkpoint of sandbox %s (%s): %w", id, s.path(id), err)
 	}
+	return cp, nil
+}
+
+// decodeCheckpoint reads the bytes of sandbox id's checkpoint file.
+func decodeCheckpoint(id string, data []byte) (*sandboxCheckpoint, error) {
+	var cp sandboxCheckpoint
+	if err := json.Unmarshal(data, &cp); err != nil {
+		return nil, err
+	}
 	if cp.Version != checkpointVersion {
-		return nil, fmt.Errorf("checkpoint of sandbox %s (%s): version %d, this cri-dockerd reads version %d", id, s.path(id), cp.Version, checkpointVersion)
+		return nil, fmt.Errorf("version %d, this cri-dockerd reads version %d", cp.Version, checkpointVersion)
 	}
 	if cp.SandboxID != id || cp.Network == nil {
-		return nil, fmt.Errorf("checkpoint of sandbox %s (%s): it is not this sandbox's", id, s.path(id))
+		return nil, errors.New("it is not this sandbox's")
 	}
 	return &cp, nil
 }
