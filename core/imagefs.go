@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/docker/docker/api/types"
@@ -207,30 +206,15 @@ func (l *layersRoots) inodes(ctx context.Context, dir string) (uint64, bool) {
 	return c.n, ok
 }
 
-// countInodes counts the files, directories and links under dir, each inode once, as
-// `du --inodes` does; entries that vanish meanwhile are skipped.
+// countInodes counts the inodes under dir as the writable layers' walk does (walkUsage: hard
+// links once); a directory that does not exist holds none.
 func countInodes(dir string) (uint64, error) {
-	seen := map[uint64]bool{}
-	var n uint64
-	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return nil
-		}
-		if st, ok := info.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 && !d.IsDir() {
-			if seen[st.Ino] {
-				return nil
-			}
-			seen[st.Ino] = true
-		}
-		n++
-		return nil
-	})
-	return n, err
+	u, err := walkUsage(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return u.inodes, nil
 }
