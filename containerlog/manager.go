@@ -27,6 +27,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -142,6 +143,23 @@ func (m *Manager) Forget(id string) {
 	}
 	if m.stateDir != "" {
 		_ = os.Remove(m.recordPath(id))
+	}
+}
+
+// Prune drops the position records of every container but those of keep (full IDs), with the
+// temporary files of their interrupted writes: a crash between a container's removal and its
+// Forget leaves a record that nothing else would remove. Called at start, with the containers
+// Docker has.
+func (m *Manager) Prune(keep map[string]bool) {
+	if m.stateDir == "" {
+		return
+	}
+	entries, _ := os.ReadDir(m.stateDir)
+	for _, e := range entries {
+		id, _, _ := strings.Cut(e.Name(), ".") // <id>.json, <id>.json.tmp
+		if !keep[id] {
+			_ = os.Remove(filepath.Join(m.stateDir, e.Name()))
+		}
 	}
 }
 

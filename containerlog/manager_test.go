@@ -224,6 +224,30 @@ func TestForgetDropsThePositionRecord(t *testing.T) {
 	}
 }
 
+// A crash between a container's removal and its Forget leaves its record: the next start
+// prunes it, with a temporary file of an interrupted write, and keeps the others'.
+func TestPruneDropsTheRecordsOfContainersThatAreGone(t *testing.T) {
+	state := t.TempDir()
+	m := newManager(t, libdocker.NewFake(), state)
+	for _, name := range []string{"kept.json", "kept.json.tmp", "gone.json", "gone.json.tmp", "other.json"} {
+		if err := os.WriteFile(filepath.Join(state, name), []byte(`{}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.Prune(map[string]bool{"kept": true})
+	entries, err := os.ReadDir(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, e := range entries {
+		left = append(left, e.Name())
+	}
+	if strings.Join(left, " ") != "kept.json kept.json.tmp" {
+		t.Errorf("records left after Prune: %v, want kept.json kept.json.tmp", left)
+	}
+}
+
 func TestFilePositionCountsTrailingLinesWithTheSameTime(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "0.log")
 	content := "2026-01-01T00:00:00.000000001Z stdout F a\n" +

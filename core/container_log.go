@@ -43,9 +43,13 @@ func (s *Service) followExistingLogs(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	have := make(map[string]bool, len(list))
 	for _, c := range list {
+		have[c.ID] = true
 		s.followLog(c.ID, c.Labels)
 	}
+	// The records of containers removed while we were down (or killed) go.
+	s.logs.Prune(have)
 	return nil
 }
 
