@@ -50,6 +50,9 @@ type Daemon struct {
 	Socket  string
 	LogPath string
 	Args    []string // extra flags
+	// ProcessGroup starts the daemon in a process group of its own, so that Kill also kills what
+	// it runs (CNI plugins), as systemd kills a unit's control group.
+	ProcessGroup bool
 
 	cmd     *exec.Cmd
 	done    chan struct{} // closed when the process exited
@@ -121,6 +124,9 @@ func (d *Daemon) Start() {
 	fmt.Fprintf(logFile, "=== %s %s\n", suite.binary, strings.Join(args, " "))
 	d.cmd = exec.Command(suite.binary, args...)
 	d.cmd.Stdout, d.cmd.Stderr = logFile, logFile
+	if d.ProcessGroup {
+		d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	}
 	if err := d.cmd.Start(); err != nil {
 		d.t.Fatalf("start cri-dockerd: %v", err)
 	}
