@@ -1,6 +1,7 @@
 package config
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -107,6 +108,27 @@ func TestInvalidSettingsSayWhatToFix(t *testing.T) {
 		_, err := parse(t, tc.args, tc.file)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v %q: error %v, want one saying %q", tc.args, tc.file, err, tc.want)
+		}
+	}
+}
+
+// A handler named both on the command line and in the file takes the command line's runtime,
+// in each form the file may write it; the file's other handlers are still added.
+func TestCommandLineWinsForAHandlerAlsoInTheFile(t *testing.T) {
+	for _, tc := range []struct {
+		file string
+		want map[string]string
+	}{
+		{"runtime-handler: [spin=io.containerd.spin.v1, gvisor=runsc]\n", map[string]string{"spin": "io.containerd.spin.v2", "gvisor": "runsc"}},
+		{"runtime-handler:\n  spin: io.containerd.spin.v1\n  gvisor: runsc\n", map[string]string{"spin": "io.containerd.spin.v2", "gvisor": "runsc"}},
+		{"runtime-handler: spin=io.containerd.spin.v1\n", map[string]string{"spin": "io.containerd.spin.v2"}},
+	} {
+		cfg, err := parse(t, []string{"--runtime-handler", "spin=io.containerd.spin.v2"}, tc.file)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.file, err)
+		}
+		if !maps.Equal(cfg.RuntimeHandlerAliases, tc.want) {
+			t.Errorf("%q with --runtime-handler spin=io.containerd.spin.v2: aliases %v, want %v", tc.file, cfg.RuntimeHandlerAliases, tc.want)
 		}
 	}
 }

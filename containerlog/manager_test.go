@@ -306,3 +306,141 @@ func TestFollowCreatesNoParentsAndRefusesUncleanPaths(t *testing.T) {
 		t.Errorf("a relative path was followed (%v)", err)
 	}
 }
+
+// Docker splits a line of 16 KiB or more into parts stamped with one time (the fake does as
+// Docker does): a restart between two parts must resume at the next part, from the end of the
+// file (a crash mid-line) or from the position record (right after a rotation), writing no
+// part twice and losing none.
+func TestRestartResumesAcrossLinesLongerThan16KiB(t *testing.T) {
+	long1, long2 := strings.Repeat("a", 40000), strings.Repeat("b", 20000)
+	output := "before\n" + long1 + "\n" + "after\n" + long2 + "\n" + "end\n"
+	// before, three parts of long1 (P P F), after, two parts of long2 (P F), end.
+	const total = 8
+	readLines := func(path string) []string {
+		t.Helper()
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(data) == 0 {
+			return nil
+		}
+		return strings.SplitAfter(strings.TrimSuffix(string(data), "\n"), "\n")
+	}
+	for _, fromRecord := range []bool{false, true} {
+		for cut := 1; cut < total; cut++ {
+			fake := libdocker.NewFake()
+			id := runningContainer(t, fake, false)
+			if err := fake.WriteLog(id, false, output); err != nil {
+				t.Fatal(err)
+			}
+			first := filepath.Join(t.TempDir(), "0.log")
+			m := newManager(t, fake, t.TempDir())
+			m.Follow(id, first, false)
+			waitLines(t, first, total)
+			m.Close()
+			full := readLines(first)
+			var tags, parts []string
+			for _, line := range full {
+				_, _, tag, content := fields(t, line)
+				tags = append(tags, tag)
+				parts = append(parts, strings.TrimSuffix(content, "\n"))
+			}
+			if got := strings.Join(tags, ""); got != "FPPFFPFF" || len(parts[1]) != 16384 || len(parts[2]) != 16384 || len(parts[5]) != 16384 {
+				t.Fatalf("tags %s, part lengths %d %d %d; want FPPFFPFF and parts of 16384 bytes", got, len(parts[1]), len(parts[2]), len(parts[5]))
+			}
+			if strings.Join(parts[1:4], "") != long1 || strings.Join(parts[5:7], "") != long2 {
+				t.Fatalf("the parts do not make the long lines")
+			}
+
+			// The state a stop left after cut lines: the file's end, or an empty file (a
+			// rotation) and the record.
+			state := t.TempDir()
+			path := filepath.Join(t.TempDir(), "0.log")
+			want := full
+			if fromRecord {
+				last, _, _, _ := fields(t, full[cut-1])
+				count := 0
+				for i := cut - 1; i >= 0; i-- {
+					if at, _, _, _ := fields(t, full[i]); !at.Equal(last) {
+						break
+					}
+					count++
+				}
+				if err := saveRecord(filepath.Join(state, id+".json"), position{Time: last, Count: count}); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, nil, 0o640); err != nil {
+					t.Fatal(err)
+				}
+				want = full[cut:]
+			} else if err := os.WriteFile(path, []byte(strings.Join(full[:cut], "")), 0o640); err != nil {
+				t.Fatal(err)
+			}
+			resumed := newManager(t, fake, state)
+			resumed.Follow(id, path, false)
+			if err := fake.ExitContainer(id, 0); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			resumed.Drained(ctx, id)
+			cancel()
+			resumed.Close()
+			if got := readLines(path); strings.Join(got, "") != strings.Join(want, "") {
+				t.Errorf("record %v, stopped after %d lines: resumed file has %d lines (tags %s), want %d", fromRecord, cut, len(got), tagsOf(t, got), len(want))
+			}
+		}
+	}
+}
+
+func tagsOf(t *testing.T, lines []string) string {
+	t.Helper()
+	var out strings.Builder
+	for _, line := range lines {
+		_, _, tag, content := fields(t, line)
+		fmt.Fprintf(&out, "%s%d ", tag, len(strings.TrimSuffix(content, "\n")))
+	}
+	return out.String()
+}
+
+// The record a follower saves counts the parts of a long line it wrote, all stamped alike: a
+// restart right after a rotation resumes after them.
+func TestRecordCountsThePartsOfALongLine(t *testing.T) {
+	fake := libdocker.NewFake()
+	id := runningContainer(t, fake, false)
+	state := t.TempDir()
+	path := filepath.Join(t.TempDir(), "0.log")
+	first := newManager(t, fake, state)
+	first.Follow(id, path, false)
+	// Not ended yet: three partial messages of one stamp (16 KiB, 16 KiB, the rest).
+	if err := fake.WriteLog(id, false, "before\n"+strings.Repeat("a", 40000)); err != nil {
+		t.Fatal(err)
+	}
+	waitLines(t, path, 4)
+	first.Close()
+	if err := os.Rename(path, path+".1"); err != nil { // rotated while we were down
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, nil, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	second := newManager(t, fake, state)
+	second.Follow(id, path, false)
+	if err := fake.WriteLog(id, false, "rest\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := fake.ExitContainer(id, 0); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	second.Drained(ctx, id)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(strings.TrimSuffix(string(data), "\n"), "\n")
+	if len(lines) != 1 || !strings.HasSuffix(lines[0], " stdout F rest") {
+		t.Errorf("after the rotation and restart: %s; want only F rest", tagsOf(t, lines))
+	}
+}

@@ -99,6 +99,69 @@ func TestUpstreamCreatedObjectsAreListedAndRemovable(t *testing.T) {
 	}
 }
 
+// Objects made by upstream cri-dockerd carry no key list: every label but the internal ones
+// (container type, sandbox ID, log path) is a CRI label, and annotation.* an annotation. Each
+// RPC that reports them gives exactly the pod's and the container's own.
+func TestUpstreamObjectsReportExactlyTheirCRILabels(t *testing.T) {
+	fake := libdocker.NewFake()
+	s := newTestService(t, fake, Options{})
+	ctx := context.Background()
+	// The labels upstream's CreatePodSandbox and CreateContainer write (dockershim's makeLabels).
+	sandboxID, err := fake.CreateContainer(ctx, "k8s_POD_web_default_1234_0", &container.Config{Image: testPauseImage, Labels: map[string]string{
+		containerTypeLabel: containerTypeSandbox, "io.kubernetes.pod.name": "web", "io.kubernetes.pod.namespace": "default",
+		"io.kubernetes.pod.uid": "1234", "app": "web", "annotation.kubernetes.io/config.source": "api",
+	}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctrID, err := fake.CreateContainer(ctx, "k8s_nginx_web_default_1234_3", &container.Config{Image: testImage, Labels: map[string]string{
+		containerTypeLabel: containerTypeContainer, sandboxIDLabel: sandboxID, containerLogPathLabel: "/var/log/pods/default_web_1234/nginx/3.log",
+		"io.kubernetes.container.name": "nginx", "io.kubernetes.pod.name": "web", "io.kubernetes.pod.namespace": "default", "io.kubernetes.pod.uid": "1234",
+		"annotation.io.kubernetes.container.hash": "7c1d2a", "annotation.io.kubernetes.container.restartCount": "3",
+	}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantPodLabels := map[string]string{"io.kubernetes.pod.name": "web", "io.kubernetes.pod.namespace": "default", "io.kubernetes.pod.uid": "1234", "app": "web"}
+	wantPodAnnotations := map[string]string{"kubernetes.io/config.source": "api"}
+	wantLabels := map[string]string{"io.kubernetes.container.name": "nginx", "io.kubernetes.pod.name": "web", "io.kubernetes.pod.namespace": "default", "io.kubernetes.pod.uid": "1234"}
+	wantAnnotations := map[string]string{"io.kubernetes.container.hash": "7c1d2a", "io.kubernetes.container.restartCount": "3"}
+	check := func(what string, labels, annotations, wantL, wantA map[string]string) {
+		t.Helper()
+		if !maps.Equal(labels, wantL) {
+			t.Errorf("%s labels = %v, want exactly %v", what, labels, wantL)
+		}
+		if !maps.Equal(annotations, wantA) {
+			t.Errorf("%s annotations = %v, want exactly %v", what, annotations, wantA)
+		}
+	}
+	pst, err := s.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: sandboxID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("PodSandboxStatus", pst.Status.Labels, pst.Status.Annotations, wantPodLabels, wantPodAnnotations)
+	pods, err := s.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	if err != nil || len(pods.Items) != 1 {
+		t.Fatalf("ListPodSandbox = %v, %v", pods, err)
+	}
+	check("ListPodSandbox", pods.Items[0].Labels, pods.Items[0].Annotations, wantPodLabels, wantPodAnnotations)
+	cst, err := s.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: ctrID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("ContainerStatus", cst.Status.Labels, cst.Status.Annotations, wantLabels, wantAnnotations)
+	ctrs, err := s.ListContainers(ctx, &runtimeapi.ListContainersRequest{})
+	if err != nil || len(ctrs.Containers) != 1 {
+		t.Fatalf("ListContainers = %v, %v", ctrs, err)
+	}
+	check("ListContainers", ctrs.Containers[0].Labels, ctrs.Containers[0].Annotations, wantLabels, wantAnnotations)
+	// A label selector on an internal key matches nothing: it is not a CRI label.
+	sel, err := s.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{LabelSelector: map[string]string{sandboxIDLabel: sandboxID}}})
+	if err != nil || len(sel.Containers) != 0 {
+		t.Errorf("ListContainers selecting %s = %v, %v; want none", sandboxIDLabel, sel, err)
+	}
+}
+
 type containerCfgForTest struct{}
 
 func (containerCfgForTest) sandbox() container.Config {
@@ -331,5 +394,12 @@ func TestRemoveWaitsForARemovalAlreadyInProgress(t *testing.T) {
 	}()
 	if _, err := s.RemovePodSandbox(context.Background(), &runtimeapi.RemovePodSandboxRequest{PodSandboxId: podID}); err != nil {
 		t.Errorf("RemovePodSandbox during another removal: %v", err)
+	}
+	// Success means gone: the call returned only once the other removal had finished.
+	if _, err := fake.InspectContainer(context.Background(), podID); !libdocker.IsNotFound(err) {
+		t.Errorf("RemovePodSandbox returned while the sandbox container still exists (inspect: %v)", err)
+	}
+	if pods, err := s.ListPodSandbox(context.Background(), &runtimeapi.ListPodSandboxRequest{}); err != nil || len(pods.Items) != 0 {
+		t.Errorf("ListPodSandbox after the removal = %v, %v; want none", pods, err)
 	}
 }

@@ -140,13 +140,21 @@ func TestContainerGetsPodRuntimeAfterRestart(t *testing.T) {
 	podID, podCfg := runPod(t, first, "p", "vm")
 
 	restarted := newTestService(t, fake, Options{RuntimeHandlerAliases: map[string]string{"vm": "kata"}})
+	// The index is rebuilt at the start, from the sandbox's labels: no lookup has filled it yet.
+	if rt, ok := restarted.sandboxes.get(podID); !ok || rt != (podRuntime{Handler: "vm", DockerRuntime: "kata"}) {
+		t.Fatalf("sandbox index after restart: %+v, %v; want handler vm on Docker runtime kata", rt, ok)
+	}
 	fake.ResetCalls()
 	id := createContainer(t, restarted, podID, podCfg, "c1")
 	if got := dockerRuntimeOf(t, fake, id); got != "kata" {
 		t.Errorf("after restart the container got runtime %q, want kata", got)
 	}
+	// Neither an inspect nor a list of the sandbox: a missing rebuild would hide behind either.
 	if n := fake.Calls("InspectContainer"); n != 1 { // ours, above
 		t.Errorf("CreateContainer after restart inspected the sandbox (%d inspects)", n-1)
+	}
+	if n := fake.Calls("ListContainers"); n != 0 {
+		t.Errorf("CreateContainer after restart listed containers %d times, want 0 (the index is rebuilt at start)", n)
 	}
 }
 

@@ -60,6 +60,7 @@ type Fake struct {
 	calls         map[string]int
 	onceErrs      map[string][]error
 	persistErrs   map[string]error
+	hooks         map[string]func()
 	seq, nextPid  int
 	stopExitCodes map[string]int
 	execs         map[string]*fakeExec
@@ -129,6 +130,7 @@ func NewFake() *Fake {
 		calls:         map[string]int{},
 		onceErrs:      map[string][]error{},
 		persistErrs:   map[string]error{},
+		hooks:         map[string]func(){},
 		nextPid:       1000,
 		stopExitCodes: map[string]int{},
 	}
@@ -279,6 +281,20 @@ func (f *Fake) InjectPersistentError(method string, err error) {
 	f.persistErrs[method] = err
 }
 
+// OnCall runs fn at the start of every call of method, before the call looks at its context:
+// a test cancels the caller's context there to stand for a deadline that expires while Docker
+// works. fn runs with the Fake's lock held and must not call the Fake; a nil fn removes it.
+func (f *Fake) OnCall(method string, fn func()) {
+	checkMethod(method)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if fn == nil {
+		delete(f.hooks, method)
+		return
+	}
+	f.hooks[method] = fn
+}
+
 // Calls returns how many times method was called, failed calls included.
 func (f *Fake) Calls(method string) int {
 	checkMethod(method)
@@ -317,6 +333,9 @@ func checkMethod(method string) {
 // enter does what every Engine call has in common; f.mu must be held.
 func (f *Fake) enter(ctx context.Context, method string) error {
 	f.calls[method]++
+	if fn := f.hooks[method]; fn != nil {
+		fn()
+	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%s: %w", method, err)
 	}

@@ -30,8 +30,15 @@ func (c *fakeContainer) notify() {
 	c.changed = make(chan struct{})
 }
 
+// fakeLogBufSize is the size at which Docker's log copier splits a line (daemon/logger's
+// defaultBufSize, used by json-file, local and journald).
+const fakeLogBufSize = 16 << 10
+
 // WriteLog appends output of a container, as its process would write it: each line becomes a
-// message; a last piece without a newline becomes a partial message.
+// message; a last piece without a newline becomes a partial message. As Docker's log copier
+// does, a line of 16 KiB or more is split into partial messages of 16 KiB, the last part
+// (with the newline) a message of its own, and all the parts of one line carry the time of
+// the first.
 func (f *Fake) WriteLog(idOrName string, stderr bool, data string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -50,11 +57,21 @@ func (f *Fake) WriteLog(idOrName string, stderr bool, data string) error {
 		if n := len(c.logs); n > 0 && !at.After(c.logs[n-1].at) {
 			at = c.logs[n-1].at.Add(time.Nanosecond)
 		}
-		c.logs = append(c.logs, fakeLogMessage{at: at, stderr: stderr, data: line})
+		for len(strings.TrimSuffix(line, "\n")) >= fakeLogBufSize {
+			c.logs = append(c.logs, fakeLogMessage{at: at, stderr: stderr, data: line[:fakeLogBufSize]})
+			line = line[fakeLogBufSize:]
+		}
+		if line != "" {
+			c.logs = append(c.logs, fakeLogMessage{at: at, stderr: stderr, data: line})
+		}
 	}
 	c.notify()
 	return nil
 }
+
+// fakeTimestampFormat is Docker's stamp of a log message: nanoseconds always nine digits
+// (jsonmessage.RFC3339NanoFixed).
+const fakeTimestampFormat = "2006-01-02T15:04:05.000000000Z07:00"
 
 // ContainerLogs streams the log as Docker does: multiplexed frames unless the container has a
 // TTY, each message prefixed by its time when asked; Since skips older messages; Follow waits
@@ -104,7 +121,7 @@ func (f *Fake) ContainerLogs(ctx context.Context, id string, opts container.Logs
 				}
 				payload := m.data
 				if opts.Timestamps {
-					payload = m.at.Format(time.RFC3339Nano) + " " + payload
+					payload = m.at.Format(fakeTimestampFormat) + " " + payload
 				}
 				switch {
 				case tty:
