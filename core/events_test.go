@@ -145,6 +145,7 @@ func TestContainerEventsCarryThePodsStatuses(t *testing.T) {
 }
 
 func TestContainerEventsAfterDockerRestartReportWhatWasMissed(t *testing.T) {
+	t.Parallel() // it waits on clocks: beside the other tests that do, not after them
 	fake := libdocker.NewFake()
 	s := newTestService(t, fake, Options{})
 	t.Cleanup(s.Close)
@@ -207,6 +208,7 @@ func TestContainerEventsAfterDockerRestartReportWhatWasMissed(t *testing.T) {
 // statuses as the pod's whole state: it would believe the pod lost its containers); the relist
 // after the reconnect sends it with the statuses.
 func TestContainerEventsDockerCannotDescribeAreSentByTheRelist(t *testing.T) {
+	t.Parallel() // it waits on clocks: beside the other tests that do, not after them
 	fake := libdocker.NewFake()
 	s := newTestService(t, fake, Options{})
 	t.Cleanup(s.Close)

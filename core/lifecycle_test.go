@@ -344,6 +344,7 @@ func TestStartFailureOfContainerNamesHandler(t *testing.T) {
 func ptr[T any](v T) *T { return &v }
 
 func TestExecSyncReturnsOutputAndExitCode(t *testing.T) {
+	t.Parallel() // it waits on clocks: beside the other tests that do, not after them
 	fake := libdocker.NewFake()
 	fake.SetExecHandler(func(_ string, cmd []string) libdocker.ExecResult {
 		if cmd[0] == "sleep" {
@@ -383,6 +384,7 @@ func TestExecSyncReturnsOutputAndExitCode(t *testing.T) {
 }
 
 func TestRemoveWaitsForARemovalAlreadyInProgress(t *testing.T) {
+	t.Parallel() // it waits on clocks: beside the other tests that do, not after them
 	fake := libdocker.NewFake()
 	s := newTestService(t, fake, Options{})
 	podID, _ := runPod(t, s, "p", "")

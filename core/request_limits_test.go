@@ -16,6 +16,7 @@ import (
 // A timeout in seconds beyond what time.Duration holds must not wrap to a negative duration, which
 // expired at once (ExecSync "timed out after 9223372036854775807s") or killed without grace.
 func TestHugeTimeoutsDoNotOverflow(t *testing.T) {
+	t.Parallel() // it waits on clocks: beside the other tests that do, not after them
 	fake := libdocker.NewFake()
 	fake.SetExecHandler(func(string, []string) libdocker.ExecResult {
 		return libdocker.ExecResult{Stdout: "ok", Delay: 50 * time.Millisecond}

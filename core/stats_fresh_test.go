@@ -22,10 +22,18 @@ func cpuOf(stats []*runtimeapi.ContainerStats) map[string]*runtimeapi.CpuUsage {
 // crictl stats/statsp sample twice, a second apart, and fail with "cpu stat is not updated
 // during sample" when the second answer carries the first one's timestamp.
 func TestStatsAskedAgainAfterASecondAreNewer(t *testing.T) {
+	t.Parallel() // it waits on clocks: beside the other tests that do, not after them
 	fake := libdocker.NewFake()
 	s := newTestService(t, fake, Options{})
 	t.Cleanup(s.Close)
 	s.stats.interval = time.Hour // no background refresh: whatever is newer was asked for
+	// crictl samples twice a second apart, which is statsMaxAge; the test runs the same rule
+	// on a shorter clock.
+	if s.stats.maxAge != statsMaxAge || statsMaxAge > time.Second {
+		t.Fatalf("samples are refreshed after %v (statsMaxAge %v): crictl's second apart would get the same sample", s.stats.maxAge, statsMaxAge)
+	}
+	const age = 200 * time.Millisecond
+	s.stats.maxAge = age
 	ctx := context.Background()
 	podID, podCfg := runPod(t, s, "crictl", "")
 	c1 := startedContainer(t, s, podID, podCfg, "c1")
@@ -49,7 +57,7 @@ func TestStatsAskedAgainAfterASecondAreNewer(t *testing.T) {
 	// no Docker call.
 	again, againPod := list()
 	if n := fake.Calls("ContainerStats"); n != 0 {
-		t.Errorf("%d Docker stats calls for a repeat within %v", n, statsMaxAge)
+		t.Errorf("%d Docker stats calls for a repeat within %v", n, age)
 	}
 	for _, id := range []string{c1, c2} {
 		if again[id].Timestamp != first[id].Timestamp {
@@ -60,7 +68,7 @@ func TestStatsAskedAgainAfterASecondAreNewer(t *testing.T) {
 		t.Errorf("pod: a repeat at once got a new sample")
 	}
 
-	time.Sleep(statsMaxAge) // what crictl sleeps between its two samples
+	time.Sleep(age) // what crictl sleeps between its two samples (scaled)
 	fake.ResetCalls()
 	second, secondPod := list()
 	for _, id := range []string{c1, c2} {
@@ -90,13 +98,13 @@ func TestStatsAskedAgainAfterASecondAreNewer(t *testing.T) {
 		return resp.Stats.Cpu
 	}
 	a := one()
-	time.Sleep(statsMaxAge)
+	time.Sleep(age)
 	if b := one(); b.Timestamp <= a.Timestamp {
 		t.Errorf("ContainerStats a second later: %v, then %v", a, b)
 	}
 
 	// The CRI metrics read the cache as it is: a scrape forces no refresh.
-	time.Sleep(statsMaxAge)
+	time.Sleep(age)
 	fake.ResetCalls()
 	if _, err := s.ListPodSandboxMetrics(ctx, &runtimeapi.ListPodSandboxMetricsRequest{}); err != nil {
 		t.Fatal(err)
@@ -110,6 +118,7 @@ func TestStatsAskedAgainAfterASecondAreNewer(t *testing.T) {
 // newer than its last one and cost no Docker call, so that the background refresh stays the
 // only one. Scaled down: a 200 ms period, a 20 ms max age.
 func TestStatsKubeletCadenceMakesNoExtraDockerCalls(t *testing.T) {
+	t.Parallel() // it waits on clocks: beside the other tests that do, not after them
 	fake := libdocker.NewFake()
 	s := newTestService(t, fake, Options{})
 	t.Cleanup(s.Close)
@@ -139,7 +148,7 @@ func TestStatsKubeletCadenceMakesNoExtraDockerCalls(t *testing.T) {
 	start := time.Now()
 	fake.ResetCalls()
 	time.Sleep(period / 4)
-	const polls = 15
+	const polls = 8
 	ticker := time.NewTicker(period)
 	defer ticker.Stop()
 	for i := range polls {
