@@ -48,6 +48,14 @@ func (s *Service) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	if !found {
 		return nil, notFoundf("pod sandbox %q not found", req.GetPodSandboxId())
 	}
+	// What Docker's events said of the sandbox: Docker itself would create the container (a
+	// container: network mode is not checked before start) and leave it with no pod.
+	switch s.sandboxes.ended(sandboxID) {
+	case sandboxRemoved:
+		return nil, notFoundf("pod sandbox %q not found: its container was removed", sandboxID)
+	case sandboxExited:
+		return nil, status.Errorf(codes.FailedPrecondition, "pod sandbox %q is not running: a stopped pod takes no new containers", sandboxID)
+	}
 
 	containerCfg, hostCfg, err := s.containerDockerConfig(ctx, sandboxID, rt, cfg, sandboxCfg, logPath)
 	if err != nil {

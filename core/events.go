@@ -54,6 +54,9 @@ type unsentEvent struct {
 type eventSub struct {
 	ch       chan *runtimeapi.ContainerEventResponse
 	overflow bool
+	// since is when the stream opened: what happened before is the state the client lists,
+	// not events (the watcher may handle an older event after the stream opened).
+	since int64
 }
 
 type eventBroker struct {
@@ -127,13 +130,26 @@ func (b *eventBroker) subscribe() (*eventSub, error) {
 	if b.closed {
 		return nil, status.Error(codes.Unavailable, "cri-dockerd is shutting down")
 	}
-	sub := &eventSub{ch: make(chan *runtimeapi.ContainerEventResponse, b.buffer)}
+	sub := &eventSub{ch: make(chan *runtimeapi.ContainerEventResponse, b.buffer), since: time.Now().UnixNano()}
 	b.subs[sub] = struct{}{}
-	if !b.started {
+	b.startLocked()
+	return sub, nil
+}
+
+// start follows Docker's events from now on, with or without subscribers: the sandbox index
+// learns from them which sandboxes stopped or went away behind our back. Without subscribers an
+// event costs no Docker call.
+func (b *eventBroker) start() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.startLocked()
+}
+
+func (b *eventBroker) startLocked() {
+	if !b.started && !b.closed {
 		b.started = true
 		go b.run()
 	}
-	return sub, nil
 }
 
 func (b *eventBroker) unsubscribe(sub *eventSub) {
@@ -262,6 +278,7 @@ func (b *eventBroker) handle(ctx context.Context, m events.Message) error {
 	k := knownContainer{sandbox: kind == containerTypeSandbox, sandboxID: attrs[sandboxIDLabel]}
 	if k.sandbox {
 		k.sandboxID = m.Actor.ID
+		b.s.sandboxes.observe(m.Actor.ID, string(m.Action))
 	}
 	var typ runtimeapi.ContainerEventType
 	switch m.Action {
@@ -292,6 +309,17 @@ func (b *eventBroker) handle(ctx context.Context, m events.Message) error {
 		return nil // already reported, by a relist
 	}
 	return b.send(ctx, m.Actor.ID, typ, k, at, attrs)
+}
+
+// actionOfState is the Docker event that leads to a listed state, for sandboxIndex.observe.
+func actionOfState(st runtimeapi.ContainerState) string {
+	switch st {
+	case runtimeapi.ContainerState_CONTAINER_RUNNING:
+		return string(events.ActionStart)
+	case runtimeapi.ContainerState_CONTAINER_EXITED:
+		return string(events.ActionDie)
+	}
+	return ""
 }
 
 // send publishes an event; one that cannot be built is kept for the next relist.
@@ -332,6 +360,18 @@ func (b *eventBroker) relist(ctx context.Context, report bool) error {
 	unsent := b.unsent
 	b.unsent = map[string]unsentEvent{}
 	b.mu.Unlock()
+	// What the sandbox index must know of what the stream missed. Removed only when the list
+	// before had it: one created since this list began is not in it either.
+	for id, k := range now {
+		if k.sandbox {
+			b.s.sandboxes.observe(id, actionOfState(k.state))
+		}
+	}
+	for id, old := range before {
+		if _, ok := now[id]; !ok && old.sandbox {
+			b.s.sandboxes.observe(id, string(events.ActionDestroy))
+		}
+	}
 	if !report {
 		return nil
 	}
@@ -437,6 +477,9 @@ func (b *eventBroker) publish(ctx context.Context, id string, typ runtimeapi.Con
 		delete(b.sandboxStatus, id)
 	}
 	for sub := range b.subs {
+		if ev.CreatedAt < sub.since {
+			continue
+		}
 		select {
 		case sub.ch <- ev:
 		default:

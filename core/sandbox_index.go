@@ -20,7 +20,21 @@ type sandboxIndex struct {
 	mu      sync.RWMutex
 	byID    map[string]podRuntime
 	records map[string]sandboxRecord
+	// endings are the sandboxes known to have stopped or been removed (from Docker's events,
+	// our StopPodSandbox and the list at start), so that CreateContainer refuses them without
+	// an inspect. Only what is known for sure is here: a sandbox that is missing runs, or its
+	// events have not arrived yet.
+	endings map[string]sandboxEnding
 }
+
+// sandboxEnding is how a sandbox stopped running.
+type sandboxEnding int
+
+const (
+	sandboxRunning sandboxEnding = iota // or not known to have ended
+	sandboxExited
+	sandboxRemoved
+)
 
 // sandboxRecord is what the CRI reports of a sandbox that does not change while it lives.
 type sandboxRecord struct {
@@ -34,7 +48,34 @@ type sandboxRecord struct {
 }
 
 func newSandboxIndex() *sandboxIndex {
-	return &sandboxIndex{byID: map[string]podRuntime{}, records: map[string]sandboxRecord{}}
+	return &sandboxIndex{byID: map[string]podRuntime{}, records: map[string]sandboxRecord{}, endings: map[string]sandboxEnding{}}
+}
+
+// observe records a Docker event of sandbox container id ("start", "die", "destroy"), for
+// sandboxes the index knows.
+func (x *sandboxIndex) observe(id, action string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if _, ok := x.byID[id]; !ok {
+		return
+	}
+	switch action {
+	case "start":
+		delete(x.endings, id)
+	case "die":
+		if x.endings[id] != sandboxRemoved {
+			x.endings[id] = sandboxExited
+		}
+	case "destroy":
+		x.endings[id] = sandboxRemoved
+	}
+}
+
+// ended says whether sandbox id is known to have exited or been removed.
+func (x *sandboxIndex) ended(id string) sandboxEnding {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.endings[id]
 }
 
 // remember keeps the CRI view of sandbox id; one from an inspect (with namespaces) is not
@@ -81,6 +122,7 @@ func (x *sandboxIndex) remove(id string) {
 	x.mu.Lock()
 	delete(x.byID, id)
 	delete(x.records, id)
+	delete(x.endings, id)
 	x.mu.Unlock()
 }
 
@@ -107,6 +149,9 @@ func (x *sandboxIndex) rebuild(ctx context.Context, docker libdocker.Client) err
 	defer x.mu.Unlock()
 	for _, c := range list {
 		x.byID[c.ID] = podRuntimeFromLabels(c.Labels)
+		if c.State == container.StateExited || c.State == container.StateDead {
+			x.endings[c.ID] = sandboxExited
+		}
 		if rec, ok := recordFromSummary(c); ok {
 			x.records[c.ID] = rec
 		}
@@ -184,6 +229,7 @@ func (x *sandboxIndex) prune(ids []string) {
 	for _, id := range ids {
 		delete(x.byID, id)
 		delete(x.records, id)
+		delete(x.endings, id)
 	}
 	x.mu.Unlock()
 }

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"time"
 
@@ -24,9 +25,21 @@ func (s *Service) inspectSandbox(ctx context.Context, id string) (*container.Ins
 		return nil, dockerError(err, "inspect pod sandbox %q", id)
 	}
 	if c.Config == nil || c.Config.Labels[containerTypeLabel] != containerTypeSandbox {
-		return nil, notFoundf("pod sandbox %q not found: it is not a pod sandbox", id)
+		return nil, notASandboxError{notFoundf("pod sandbox %q not found: it is not a pod sandbox", id)}
 	}
 	return c, nil
+}
+
+// notASandboxError is inspectSandbox's NotFound for an ID that names a Docker container other than
+// a sandbox (a CRI container, one made with docker run): StopPodSandbox and RemovePodSandbox
+// answer it as it is, where a sandbox that is not there at all is their idempotent success.
+type notASandboxError struct{ error }
+
+func (e notASandboxError) GRPCStatus() *status.Status { return status.Convert(e.error) }
+
+func isNotASandbox(err error) bool {
+	var e notASandboxError
+	return errors.As(err, &e)
 }
 
 func isNotFoundStatus(err error) bool {

@@ -28,7 +28,7 @@ func (s *Service) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSan
 	}
 	sandbox, err := s.inspectSandbox(ctx, id)
 	if err != nil {
-		if isNotFoundStatus(err) {
+		if isNotFoundStatus(err) && !isNotASandbox(err) {
 			// Removed behind our back: stop what it left, then tear its network down.
 			g, err := s.findGoneSandbox(ctx, id)
 			if err != nil {
@@ -66,6 +66,7 @@ func (s *Service) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSan
 			return nil, dockerError(err, "stop pod sandbox %q", id)
 		}
 	}
+	s.sandboxes.observe(sandbox.ID, "die") // at once: its die event may come after the next CreateContainer
 	return &runtimeapi.StopPodSandboxResponse{}, nil
 }
 
@@ -106,7 +107,7 @@ func (s *Service) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePo
 	}
 	sandbox, err := s.inspectSandbox(ctx, id)
 	if err != nil {
-		if isNotFoundStatus(err) {
+		if isNotFoundStatus(err) && !isNotASandbox(err) {
 			// Removed behind our back: remove what it left (containers, network, records).
 			g, err := s.findGoneSandbox(ctx, id)
 			if err != nil {

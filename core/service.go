@@ -183,6 +183,7 @@ func New(ctx context.Context, docker libdocker.Client, opts Options) (*Service, 
 		s.imageVolumes.close()
 		return nil, fmt.Errorf("resume container logs: %w", err)
 	}
+	s.events.start()
 	return s, nil
 }
 

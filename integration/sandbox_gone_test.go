@@ -159,3 +159,43 @@ func TestStopAndRemoveOfAPodWhosePauseContainerWasRemoved(t *testing.T) {
 		t.Errorf("ListPodSandbox after the removal = %v, %v; want nothing", list.GetItems(), err)
 	}
 }
+
+// CreateContainer into a pod whose pause container was removed behind our back answers
+// NotFound, and into a stopped pod FailedPrecondition, and neither creates a container: Docker
+// itself would create one (a container: network mode is not checked before start) that no pod
+// owns. cri-dockerd learns of the removal from Docker's events, without an inspect per container.
+func TestCreateContainerIntoASandboxThatEndedIsRefused(t *testing.T) {
+	d := StartDaemon(t)
+	removedCfg := newPodConfig(t, "ended-rm")
+	removed := runPod(t, d, removedCfg, "")
+	stoppedCfg := newPodConfig(t, "ended-stop")
+	stopped := runPod(t, d, stoppedCfg, "")
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if err := suite.docker.ContainerRemove(ctx, removed, container.RemoveOptions{Force: true}); err != nil {
+		t.Fatalf("docker rm -f of the pause container: %v", err)
+	}
+	if _, err := d.Runtime.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: stopped}); err != nil {
+		t.Fatal(err)
+	}
+	create := func(id string, cfg *runtimeapi.PodSandboxConfig) error {
+		_, err := d.Runtime.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: id, Config: containerConfig("app", sleeper), SandboxConfig: cfg})
+		return err
+	}
+	wantCode(t, create(stopped, stoppedCfg), codes.FailedPrecondition)
+	// The removal's event may still be on its way: bounded wait, and every attempt that got
+	// through before it is counted below.
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if err = create(removed, removedCfg); err != nil {
+			break
+		}
+		t.Logf("CreateContainer went through before the removal's event arrived")
+	}
+	wantCode(t, err, codes.NotFound, "removed")
+	for _, m := range []*runtimeapi.PodSandboxMetadata{stoppedCfg.Metadata} {
+		if list := podContainers(t, m); len(list) != 1 { // the pause container only
+			t.Errorf("%d Docker containers of the stopped pod, want its pause container only", len(list))
+		}
+	}
+}
