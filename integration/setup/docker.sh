@@ -16,6 +16,8 @@ log() { echo "docker.sh: $*" >&2; }
 # 1. Debian packages; apt-get update only when something is missing (it is the slow part).
 # jq merges daemon.json without clobbering keys we do not own.
 pkgs=(docker.io ca-certificates iproute2 jq python3 containernetworking-plugins)
+# gVisor (Debian's release 20221219), the sandboxed runtime the RuntimeClass tests run pods on.
+((${TEST_RUNTIMES:-1})) && pkgs+=(runsc)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$' || missing+=("$p")
@@ -54,10 +56,18 @@ fi
 mkdir -p "$LIBEXEC/broken-runtime-dir"
 
 # 3. daemon.json: merge our runtimes, keep every other key (and other runtimes) as they are.
-runtimes=$(jq -n --arg w "$wrapper" --arg runc "$RUNC" --arg b "$LIBEXEC/broken-runtime-dir" '{
+# gVisor three ways (docs/alternative-runtimes.md): "gvisor" uses the network namespace it is
+# started in (--network=host), so interfaces a CNI ADD makes after the pause container started
+# are seen; "gvisor-nonet" has loopback only; "gvisor-sandbox" is gVisor's default network
+# mode, which fails on Docker here (the tests check how we report and clean that up).
+RUNSC=$(command -v runsc)
+runtimes=$(jq -n --arg w "$wrapper" --arg runc "$RUNC" --arg b "$LIBEXEC/broken-runtime-dir" --arg runsc "$RUNSC" '{
   "wrapped":  {path: $w},
   "runc-alt": {path: $runc, runtimeArgs: ["--root", "/run/runc-alt"]},
-  "broken":   {path: $b}
+  "broken":   {path: $b},
+  "gvisor":         {path: $runsc, runtimeArgs: ["--network=host"]},
+  "gvisor-nonet":   {path: $runsc, runtimeArgs: ["--network=none"]},
+  "gvisor-sandbox": {path: $runsc}
 }')
 mkdir -p "$(dirname "$DAEMON_JSON")"
 old='{}'
@@ -74,7 +84,7 @@ have_runtimes() {
   ((TEST_RUNTIMES)) || return 0
   local rts
   rts=$("$DOCKER" info --format '{{json .Runtimes}}' 2>/dev/null) || return 1
-  jq -e 'has("wrapped") and has("runc-alt") and has("broken")' <<<"$rts" >/dev/null
+  jq -e 'has("wrapped") and has("runc-alt") and has("broken") and has("gvisor") and has("gvisor-nonet") and has("gvisor-sandbox")' <<<"$rts" >/dev/null
 }
 
 # 4. dockerd. Nothing starts it on these machines (no systemd), so start it detached from the

@@ -137,6 +137,7 @@ BIN=$("$HERE/docker29-build.sh" | tail -n 1)
 need=()
 command -v curl >/dev/null || need+=(curl)
 command -v jq >/dev/null || need+=(jq)
+command -v runsc >/dev/null || need+=(runsc)
 if ((${#need[@]})); then
   log "installing ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -184,12 +185,17 @@ disabled_plugins = [
   # Not /run/containerd/s, which the host's containerd uses (at most 42 characters).
   socket_dir = \"$RUN/s\"
 "
+# gVisor as on the 20.10 engine (integration/setup/docker.sh installs Debian's runsc), with a
+# state root of its own.
 daemon_json=$(jq -n --arg w "$wrapper" --arg runc "$BIN/runc" --arg b "$LIBEXEC/broken-runtime-dir" \
-  --arg altroot "$RUN/runc-alt" --argjson snap "$snapshotter" '{
+  --arg altroot "$RUN/runc-alt" --arg runsc "$(command -v runsc)" --arg gvroot "$RUN/runsc" --argjson snap "$snapshotter" '{
   "runtimes": {
     "wrapped":  {path: $w},
     "runc-alt": {path: $runc, runtimeArgs: ["--root", $altroot]},
-    "broken":   {path: $b}
+    "broken":   {path: $b},
+    "gvisor":         {path: $runsc, runtimeArgs: ["--root", $gvroot, "--network=host"]},
+    "gvisor-nonet":   {path: $runsc, runtimeArgs: ["--root", $gvroot, "--network=none"]},
+    "gvisor-sandbox": {path: $runsc, runtimeArgs: ["--root", $gvroot]}
   },
   "default-runtime": "runc",
   "exec-opts": ["native.cgroupdriver=cgroupfs"]
@@ -211,7 +217,7 @@ config_hash=$(printf '%s\n' "$BIN" "$STORE" "$containerd_toml" "$daemon_json" "$
 healthy() {
   answers || return 1
   [[ "$(cat "$RUN/config.hash" 2>/dev/null)" == "$config_hash" ]] || return 1
-  api /info | jq -e 'has("Runtimes") and (.Runtimes | has("wrapped") and has("runc-alt") and has("broken"))' >/dev/null
+  api /info | jq -e 'has("Runtimes") and (.Runtimes | has("wrapped") and has("runc-alt") and has("broken") and has("gvisor") and has("gvisor-nonet"))' >/dev/null
 }
 
 # 3. The engine: reuse it when it runs healthy with this configuration.
