@@ -132,3 +132,44 @@ func TestCommandLineWinsForAHandlerAlsoInTheFile(t *testing.T) {
 		}
 	}
 }
+
+// Each limit Validate checks, on both sides of its edge.
+func TestValidateLimitsAtTheirEdges(t *testing.T) {
+	name63 := strings.Repeat("a", 63)
+	for _, tc := range []struct {
+		args []string
+		want string // "" accepted, else a part of the error
+	}{
+		{[]string{"--runtime-handler", name63 + "=runc"}, ""},
+		{[]string{"--runtime-handler", name63 + "a=runc"}, "not a RuntimeClass handler name"},
+		{[]string{"--runtime-request-timeout", "1ns"}, ""},
+		{[]string{"--runtime-request-timeout", "0s"}, "--runtime-request-timeout must be positive"},
+		{[]string{"--image-pull-progress-deadline", "0s"}, ""},
+		{[]string{"--image-pull-progress-deadline", "-1ns"}, "--image-pull-progress-deadline must not be negative"},
+		{[]string{"--network-plugin-mtu", "0"}, ""},
+		{[]string{"--network-plugin-mtu", "576"}, ""},
+		{[]string{"--network-plugin-mtu", "575"}, "below 576"},
+		{[]string{"--network-plugin-mtu", "65535"}, ""},
+		{[]string{"--network-plugin-mtu", "65536"}, "--network-plugin-mtu 65536"},
+		{[]string{"--default-runtime-handler-name", ""}, ""},
+		{[]string{"--default-runtime-handler-name", "Docker"}, `default runtime handler "Docker"`},
+		{[]string{"--streaming-bind-addr", ""}, ""},
+		{[]string{"--streaming-bind-addr", "127.0.0.1"}, ""},
+		{[]string{"--streaming-bind-addr", "[::1]"}, ""},
+		{[]string{"--streaming-bind-addr", "127.0.0.1:0"}, ""},
+		{[]string{"--streaming-bind-addr", ":65535"}, ""},
+		{[]string{"--streaming-bind-addr", ":65536"}, `port "65536"`},
+		{[]string{"--streaming-bind-addr", ":-1"}, `port "-1"`},
+		{[]string{"--streaming-bind-addr", "a b:1"}, "want HOST:PORT, HOST or :PORT"},
+		{[]string{"--metrics-bind-addr", "127.0.0.1:9099"}, ""},
+		{[]string{"--metrics-bind-addr", "127.0.0.1"}, "--metrics-bind-addr"},
+	} {
+		_, err := parse(t, tc.args, "")
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%q: %v, want it accepted", tc.args, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%q: %v, want an error saying %q", tc.args, err, tc.want)
+		}
+	}
+}
