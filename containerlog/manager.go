@@ -71,8 +71,18 @@ func NewManager(docker Docker, stateDir string, log *logrus.Entry) (*Manager, er
 }
 
 // Follow starts writing the log of container id to path, unless that already happens. tty
-// says whether the container has a terminal (Docker's stream is then not multiplexed).
-func (m *Manager) Follow(id, path string, tty bool) {
+// says whether the container has a terminal (Docker's stream is then not multiplexed). The file
+// exists when Follow returns, before any output: the kubelet (and critest) open it as soon as
+// StartContainer answers.
+func (m *Manager) Follow(id, path string, tty bool) { m.follow(id, path, tty, true) }
+
+// Resume is Follow for a container found at start, without creating the file first: the
+// follower creates it when it has something to write. So a container whose log was complete
+// when it stopped gets no new file: the kubelet removes the file before the container, and a
+// crash in between must not bring it back.
+func (m *Manager) Resume(id, path string, tty bool) { m.follow(id, path, tty, false) }
+
+func (m *Manager) follow(id, path string, tty, create bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.ctx.Err() != nil {
@@ -87,10 +97,10 @@ func (m *Manager) Follow(id, path string, tty bool) {
 		m.log.WithField("container", id).Warnf("not writing its log: %v", err)
 		return
 	}
-	// The file exists when Follow returns, before any output: the kubelet (and critest) open
-	// it as soon as StartContainer answers.
-	if err := createFile(path); err != nil {
-		m.log.WithField("container", id).Warnf("create log file: %v", err)
+	if create {
+		if err := createFile(path); err != nil {
+			m.log.WithField("container", id).Warnf("create log file: %v", err)
+		}
 	}
 	ctx, cancel := context.WithCancel(m.ctx)
 	f := &follower{m: m, id: id, path: path, tty: tty, cancel: cancel, done: make(chan struct{})}

@@ -224,6 +224,35 @@ func TestForgetDropsThePositionRecord(t *testing.T) {
 	}
 }
 
+// The kubelet removes the log file of an exited container before the container: a start of
+// cri-dockerd in between (Resume) must not create the file again, while Follow (StartContainer)
+// creates it before any output.
+func TestResumeOfACompleteLogCreatesNoFile(t *testing.T) {
+	fake := libdocker.NewFake()
+	id := runningContainer(t, fake, false)
+	state := t.TempDir()
+	path := filepath.Join(t.TempDir(), "0.log")
+	m := newManager(t, fake, state)
+	m.Follow(id, path, false)
+	fake.WriteLog(id, false, "x\n")
+	if err := fake.ExitContainer(id, 0); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	m.Drained(ctx, id)
+	m.Close()
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	again := newManager(t, fake, state)
+	again.Resume(id, path, false)
+	again.Drained(ctx, id)
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("the removed log file of the exited container is back after Resume (stat: %v)", err)
+	}
+}
+
 // A crash between a container's removal and its Forget leaves its record: the next start
 // prunes it, with a temporary file of an interrupted write, and keeps the others'.
 func TestPruneDropsTheRecordsOfContainersThatAreGone(t *testing.T) {

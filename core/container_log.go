@@ -28,12 +28,18 @@ const drainTimeout = 5 * time.Second
 
 // followLog starts writing a container's log from its labels.
 func (s *Service) followLog(id string, labels map[string]string) {
-	path := labels[containerLogPathLabel]
-	mode := labels[logLabel]
-	if path == "" || (mode != logCRI && mode != logCRIWithT) {
-		return
+	if path, tty, ok := criLogOf(labels); ok {
+		s.logs.Follow(id, path, tty)
 	}
-	s.logs.Follow(id, path, mode == logCRIWithT)
+}
+
+// criLogOf is the log file we write for a container, from its labels, and whether it has a TTY.
+func criLogOf(labels map[string]string) (path string, tty, ok bool) {
+	path, mode := labels[containerLogPathLabel], labels[logLabel]
+	if path == "" || (mode != logCRI && mode != logCRIWithT) {
+		return "", false, false
+	}
+	return path, mode == logCRIWithT, true
 }
 
 // followExistingLogs resumes the logs of the containers Docker has, after a restart.
@@ -45,8 +51,15 @@ func (s *Service) followExistingLogs(ctx context.Context) error {
 	}
 	have := make(map[string]bool, len(list))
 	for _, c := range list {
+		if c.State == "removing" || c.State == "dead" {
+			// A removal that a crash of ours interrupted goes on without us: no one will
+			// Forget the container, and it never runs again.
+			continue
+		}
 		have[c.ID] = true
-		s.followLog(c.ID, c.Labels)
+		if path, tty, ok := criLogOf(c.Labels); ok {
+			s.logs.Resume(c.ID, path, tty)
+		}
 	}
 	// The records of containers removed while we were down (or killed) go.
 	s.logs.Prune(have)
