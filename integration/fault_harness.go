@@ -32,22 +32,56 @@ import (
 // leftovers that a pod can leave (Docker containers, files of the root directory, mounts, IP
 // leases, veths, NAT rules, log files).
 
-// Kill SIGKILLs the daemon (with ProcessGroup, everything it runs) and waits until it is gone;
-// its socket stays behind, as after a crash. The connection is closed only after the kill, so
-// that no call in flight is cancelled before.
+// Kill SIGKILLs the daemon, and only the daemon, as systemd does with our unit
+// (KillMode=process): a CNI plugin it was running finishes on its own. With ProcessGroup, Kill
+// then waits until those have exited, as the unit's RestartSec leaves them the time to. The
+// socket stays behind, as after a crash. The connection is closed only after the kill, so that
+// no call in flight is cancelled before.
 func (d *Daemon) Kill() {
 	d.t.Helper()
 	pid := d.cmd.Process.Pid
-	if d.ProcessGroup {
-		pid = -pid
-	}
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
 		d.t.Fatalf("SIGKILL cri-dockerd: %v", err)
 	}
 	<-d.done
+	if d.ProcessGroup {
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+			left := processGroup(pid)
+			if len(left) == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				d.t.Fatalf("processes of the killed cri-dockerd still run after a minute: %v", left)
+			}
+		}
+	}
 	if d.conn != nil {
 		_ = d.conn.Close()
 	}
+}
+
+// processGroup lists the live processes (not zombies) of process group pgid, with their
+// command lines.
+func processGroup(pgid int) []string {
+	entries, _ := os.ReadDir("/proc")
+	var out []string
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp ...: comm may hold spaces, so after its last ')'.
+		_, rest, _ := strings.Cut(string(stat[strings.LastIndexByte(string(stat), ')')+1:]), " ")
+		f := strings.Fields(rest)
+		if len(f) > 2 && f[0] != "Z" && f[2] == strconv.Itoa(pgid) {
+			cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+			out = append(out, e.Name()+" "+strings.ReplaceAll(string(cmdline), "\x00", " "))
+		}
+	}
+	return out
 }
 
 // kubelet's labels on every sandbox and container it makes.
@@ -132,18 +166,20 @@ func (n *ownCNI) Veths(t testing.TB) []string {
 	return veths
 }
 
-// natRulesOf counts, per sandbox ID, the rules of the nat table that name it (the bridge
+// natRulesOf lists, per sandbox ID, the rules of the nat table that name it (the bridge
 // plugin's masquerade, portmap's DNAT chains).
-func natRulesOf(t testing.TB, ids []string) map[string]int {
+func natRulesOf(t testing.TB, ids []string) map[string][]string {
 	t.Helper()
 	out, err := exec.Command("iptables-save", "-t", "nat").CombinedOutput()
 	if err != nil {
 		t.Fatalf("iptables-save: %v: %s", err, out)
 	}
-	found := map[string]int{}
-	for _, id := range ids {
-		if n := strings.Count(string(out), id); n > 0 {
-			found[id] = n
+	found := map[string][]string{}
+	for _, line := range strings.Split(string(out), "\n") {
+		for _, id := range ids {
+			if strings.Contains(line, id) {
+				found[id] = append(found[id], line)
+			}
 		}
 	}
 	return found
@@ -151,8 +187,10 @@ func natRulesOf(t testing.TB, ids []string) map[string]int {
 
 // rootLeftovers lists what is left in the daemon's root directory for pods: sandbox checkpoints
 // (ours and upstream's), netns pins, log position records, image volume mounts, and any mount
-// under the root directory.
-func rootLeftovers(t testing.TB, d *Daemon) []string {
+// under the root directory. A daemon resumes the logs of every CRI container of the engine,
+// also those of other tests' daemons on the shared engine: only the position records of the
+// containers for which mine is true count.
+func rootLeftovers(t testing.TB, d *Daemon, mine func(id string) bool) []string {
 	t.Helper()
 	root := filepath.Join(d.Dir, "root")
 	var left []string
@@ -162,6 +200,9 @@ func rootLeftovers(t testing.TB, d *Daemon) []string {
 			t.Fatal(err)
 		}
 		for _, e := range entries {
+			if id, _, _ := strings.Cut(e.Name(), "."); sub == "containerlogs" && !mine(id) {
+				continue
+			}
 			left = append(left, sub+"/"+e.Name())
 		}
 	}
@@ -462,7 +503,8 @@ func (k *kubeletPods) kubeletCleanup(t testing.TB, d *Daemon) {
 // checkNothingLeftOf checks that the namespace's pods left nothing: no Docker container (by
 // label, and by name for the given pods), no file or mount in the root directory, no lease,
 // veth or NAT rule of the network, no log file in the pods' log directories. ids are every
-// sandbox and container ID seen, for the NAT rules. It returns the number of leftovers.
+// sandbox and container ID seen, for the NAT rules and the log position records. It returns
+// the number of leftovers.
 func (k *kubeletPods) checkNothingLeftOf(t testing.TB, d *Daemon, n *ownCNI, pods []*runtimeapi.PodSandboxConfig, ids []string, when string) int {
 	t.Helper()
 	left := 0
@@ -488,7 +530,18 @@ func (k *kubeletPods) checkNothingLeftOf(t testing.TB, d *Daemon, n *ownCNI, pod
 			report("Docker containers named after pod "+pod.Metadata.Name, len(byName))
 		}
 	}
-	if files := rootLeftovers(t, d); len(files) > 0 {
+	seen := map[string]bool{}
+	for _, id := range ids {
+		seen[id] = true
+	}
+	mine := func(id string) bool {
+		if seen[id] {
+			return true
+		}
+		c, err := suite.docker.ContainerInspect(ctx, id)
+		return err == nil && c.Config.Labels[podNamespaceLabel] == k.Namespace
+	}
+	if files := rootLeftovers(t, d, mine); len(files) > 0 {
 		report("in the root directory", files)
 	}
 	if n != nil {
