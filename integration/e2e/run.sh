@@ -14,8 +14,9 @@
 #     (checked with crictl), then goes away when its manifest is removed.
 #  2. etcd + kube-apiserver + kubelet: a RuntimeClass with handler `wrapped`; its pod reaches
 #     Running with the sandbox and the container on that runtime (docker inspect and the wrapper's
-#     log), `kubectl logs` and `kubectl exec` work on it; a RuntimeClass with an unknown handler
-#     gives a FailedCreatePodSandBox event with our message.
+#     log), `kubectl logs` and `kubectl exec` work on it; a RuntimeClass `gvisor` pod is Running
+#     on gVisor (kubectl exec shows gVisor's kernel and dmesg) with its logs; a RuntimeClass
+#     with an unknown handler gives a FailedCreatePodSandBox event with our message.
 # Prints the time to Running of each pod. Exits non-zero on any failed check. Everything it
 # starts (processes, pods, bridge, cgroups, temp dirs, kernel tunables the kubelet sets) is
 # cleaned up on exit, pass or fail.
@@ -164,7 +165,7 @@ ip link add "$BRIDGE" type bridge
 ip addr add "$NODE_IP/24" dev "$BRIDGE"
 ip link set "$BRIDGE" up
 jq '{runtimes: (.runtimes // {})}' /etc/docker/daemon.json >"$RUN/daemon.json"
-jq -e '.runtimes.wrapped' "$RUN/daemon.json" >/dev/null || die "no runtime 'wrapped' in /etc/docker/daemon.json"
+jq -e '.runtimes.wrapped and .runtimes.gvisor' "$RUN/daemon.json" >/dev/null || die "no runtime 'wrapped' or 'gvisor' in /etc/docker/daemon.json"
 log "starting a private dockerd on unix://$RUN/docker.sock (bridge $BRIDGE, $NODE_IP/24)"
 dockerd --config-file "$RUN/daemon.json" --host "unix://$RUN/docker.sock" --data-root "$RUN/docker" \
   --exec-root "$RUN/dx" --pidfile "$RUN/docker.pid" --bridge "$BRIDGE" --iptables=false --ip-masq=false \
@@ -343,6 +344,11 @@ handler: wrapped
 ---
 apiVersion: node.k8s.io/v1
 kind: RuntimeClass
+metadata: {name: e2e-gvisor}
+handler: gvisor
+---
+apiVersion: node.k8s.io/v1
+kind: RuntimeClass
 metadata: {name: e2e-nosuch}
 handler: nosuch
 EOF
@@ -461,6 +467,30 @@ else
   kubectl describe pod e2e-spec | tail -20 >&2 || true
 fi
 
+# 2b'. a pod on gVisor (Debian's runsc; integration/setup/docker.sh's runtime "gvisor"): from
+# inside, the kernel is gVisor's, not the host's
+t0=$(now)
+pod_yaml e2e-gvisor e2e-gvisor | kubectl create -f - >/dev/null
+if wait_for 90 pod_running e2e-gvisor; then
+  echo "  pod e2e-gvisor (runtimeClassName e2e-gvisor): Running after $(since "$t0") s"
+  pass "pod with RuntimeClass handler 'gvisor' Running"
+  gvout=$(timeout 60 "$KUBECTL" --kubeconfig "$RUN/kubeconfig" exec e2e-gvisor -- sh -c 'uname -r; dmesg | head -1' 2>&1) || true
+  if [[ $gvout == *"Starting gVisor"* && ${gvout%%$'\n'*} != "$(uname -r)" ]]; then
+    pass "kubectl exec on gVisor: kernel ${gvout%%$'\n'*} (host $(uname -r)), dmesg: ${gvout#*$'\n'}"
+  else
+    fail "kubectl exec e2e-gvisor: $gvout (want gVisor's kernel and dmesg)"
+  fi
+  gvlogs_ok() { kubectl logs e2e-gvisor | grep -q 'hello from e2e-gvisor'; }
+  if wait_for 15 gvlogs_ok; then
+    pass "kubectl logs on gVisor: $(kubectl logs e2e-gvisor | head -1)"
+  else
+    fail "kubectl logs e2e-gvisor lacks 'hello from e2e-gvisor': $(kubectl logs e2e-gvisor 2>&1 | head -3)"
+  fi
+else
+  fail "pod e2e-gvisor not Running within 90 s"
+  kubectl describe pod e2e-gvisor | tail -20 >&2 || true
+fi
+
 # 2c. the pod whose RuntimeClass handler Docker does not know
 t0=$(now)
 pod_yaml e2e-nosuch e2e-nosuch | kubectl create -f - >/dev/null
@@ -486,7 +516,7 @@ fi
 
 # Pods go away through the kubelet, as on a node.
 t0=$(now)
-if kubectl delete pod e2e-wrapped e2e-spec e2e-nosuch --wait --timeout=60s >/dev/null 2>&1; then
+if kubectl delete pod e2e-wrapped e2e-spec e2e-gvisor e2e-nosuch --wait --timeout=60s >/dev/null 2>&1; then
   pass "pods deleted through the kubelet in $(since "$t0") s"
 else
   fail "pods not deleted within 60 s"
