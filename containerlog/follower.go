@@ -97,11 +97,15 @@ func (f *follower) run(ctx context.Context) {
 			f.saveRecord()
 			return
 		}
+		retryErr := ierr
+		if ierr == nil {
+			retryErr = err
+		}
 		select {
 		case <-ctx.Done():
 			f.saveRecord()
 			return
-		case <-time.After(retryDelay):
+		case <-f.m.retryAfter(retryErr):
 		}
 	}
 }

@@ -31,6 +31,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cri-dockerd/cri-dockerd/libdocker"
 	"github.com/cri-dockerd/cri-dockerd/supervise"
 	"github.com/docker/docker/api/types/container"
 	"github.com/sirupsen/logrus"
@@ -56,7 +57,10 @@ type Manager struct {
 
 	mu        sync.Mutex
 	followers map[string]*follower
-	wg        sync.WaitGroup
+	// back is closed when Docker answers again, for the followers that lost it; nil when no
+	// follower waits (see retryAfter).
+	back chan struct{}
+	wg   sync.WaitGroup
 }
 
 // NewManager makes a manager that keeps position records under stateDir ("" for none).
@@ -186,6 +190,45 @@ func (m *Manager) recordPath(id string) string {
 // retryDelay spaces reconnects when Docker's stream ends while the container still runs
 // (e.g. dockerd restarted).
 const retryDelay = time.Second
+
+// probeInterval is how often the followers' prober pings Docker while it is unreachable.
+const probeInterval = 100 * time.Millisecond
+
+// pinger tells whether Docker answers; libdocker's client has it.
+type pinger interface {
+	Ping(ctx context.Context) error
+}
+
+// retryAfter returns a channel closed when a follower whose stream failed with err may read
+// again: retryDelay later, or, when Docker was unreachable (dockerd restarting), once it
+// answers again, so that the log catches up at once and ContainerStatus (Drained) does not
+// wait out a delay. One prober serves every follower waiting for Docker: pinging it is free,
+// N followers dialling it every probeInterval is not.
+func (m *Manager) retryAfter(err error) <-chan struct{} {
+	p, ok := m.docker.(pinger)
+	if !ok || !libdocker.IsUnavailable(err) {
+		ch := make(chan struct{})
+		time.AfterFunc(retryDelay, func() { close(ch) })
+		return ch
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.back == nil {
+		back := make(chan struct{})
+		m.back = back
+		m.wg.Add(1) // by a follower, which the group counts: never from zero
+		go func() {
+			defer m.wg.Done()
+			// Should Docker answer at once, RetryWait waits retryDelay: no busy loop.
+			_ = libdocker.RetryWait(m.ctx, p.Ping, probeInterval, retryDelay)
+			m.mu.Lock()
+			m.back = nil
+			m.mu.Unlock()
+			close(back)
+		}()
+	}
+	return m.back
+}
 
 // checkPath refuses a log path that is not absolute and clean (no "." or ".." components).
 func checkPath(path string) error {

@@ -24,7 +24,8 @@ import (
 // Container events for the kubelet's Evented PLEG. One watcher follows Docker's event stream
 // (container create, start, die, destroy of our containers and sandboxes) and fans each event
 // out, with the pod's sandbox status and container statuses, to every GetContainerEvents
-// stream. When the stream breaks (dockerd restarted) it reconnects with backoff and relists:
+// stream. When the stream breaks (dockerd restarted) it reconnects with backoff (as soon as
+// Docker answers again when it was unreachable) and relists:
 // every change it missed becomes an event, so no state is lost. An event whose statuses cannot
 // be gathered (Docker went away between its event and our inspect, e.g. the die events dockerd
 // sends while it shuts down) is not sent half empty: it is kept as unsent, the watcher
@@ -194,17 +195,18 @@ func (b *eventBroker) run() {
 	log := b.s.log.WithField("component", "events")
 	backoff := eventBackoffMin
 	first := true
+	// life ends when the broker closes.
+	life, end := context.WithCancel(context.Background())
+	defer end()
+	go func() {
+		select {
+		case <-b.stop:
+			end()
+		case <-life.Done():
+		}
+	}()
 	for {
-		ctx, cancel := context.WithCancel(context.Background())
-		stopped := make(chan struct{})
-		go func() {
-			defer close(stopped)
-			select {
-			case <-b.stop:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
+		ctx, cancel := context.WithCancel(life)
 		// Subscribe first, then list: nothing falls between the two; the state machine drops
 		// what the list already showed.
 		msgs, errs := b.s.docker.Events(ctx, events.ListOptions{Filters: filters.NewArgs(
@@ -232,17 +234,25 @@ func (b *eventBroker) run() {
 			err = perr
 		}
 		cancel()
-		<-stopped
 		select {
 		case <-b.stop:
 			return
 		default:
 		}
-		log.Warnf("stopped following Docker's events (%v); reconnecting and relisting in %s", err, backoff)
-		select {
-		case <-b.stop:
-			return
-		case <-time.After(backoff):
+		if libdocker.IsUnavailable(err) {
+			// dockerd is down or restarting: reconnect as soon as it answers again, not after
+			// a backoff that kept growing while it was down.
+			log.Warnf("stopped following Docker's events (%v); reconnecting and relisting once Docker answers", err)
+			if libdocker.RetryWait(life, b.s.docker.Ping, eventBackoffMin, backoff) != nil {
+				return
+			}
+		} else {
+			log.Warnf("stopped following Docker's events (%v); reconnecting and relisting in %s", err, backoff)
+			select {
+			case <-b.stop:
+				return
+			case <-time.After(backoff):
+			}
 		}
 		backoff = min(2*backoff, eventBackoffMax)
 	}

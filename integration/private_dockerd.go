@@ -41,10 +41,22 @@ type PrivateDockerd struct {
 	LogPath string
 	Client  *client.Client // API version negotiation on, like cri-dockerd's
 
+	opts    PrivateDockerdOptions
 	cmd     *exec.Cmd
 	done    chan struct{}
 	waitErr error
 	bridge  string // its own bridge interface (see privateBridge)
+}
+
+// PrivateDockerdOptions are the settings a test may change on its private dockerd.
+type PrivateDockerdOptions struct {
+	// LiveRestore is daemon.json's "live-restore": containers keep running while dockerd is
+	// stopped, and dockerd takes them back when it starts again.
+	LiveRestore bool
+	// Docker29 runs the Docker 29 engine that integration/setup/docker29.sh built (its dockerd,
+	// which starts the containerd and runc built with it) instead of Debian's 20.10, with the
+	// runtimes and cgroup driver of that script's engine.
+	Docker29 bool
 }
 
 // privateBridge creates a bridge interface on a free 10.254.N.0/24 for a private dockerd and
@@ -79,6 +91,8 @@ func privateBridge(t testing.TB) string {
 }
 
 const (
+	// privateContainerdNamespace is where its containers are in its containerd.
+	privateContainerdNamespace = "crid-it-pd"
 	privateDockerdStartTimeout = 60 * time.Second
 	privateDockerdStopTimeout  = 30 * time.Second
 )
@@ -87,16 +101,22 @@ const (
 // the shared engine) into it.
 func StartPrivateDockerd(t testing.TB, images ...string) *PrivateDockerd {
 	t.Helper()
+	return StartPrivateDockerdWith(t, PrivateDockerdOptions{}, images...)
+}
+
+// StartPrivateDockerdWith is StartPrivateDockerd with options.
+func StartPrivateDockerdWith(t testing.TB, opts PrivateDockerdOptions, images ...string) *PrivateDockerd {
+	t.Helper()
 	// Short: the socket of its containerd lives under the exec root (108-byte limit).
 	dir, err := os.MkdirTemp("", "crid-pd-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &PrivateDockerd{t: t, Dir: dir, Host: "unix://" + filepath.Join(dir, "docker.sock"), LogPath: filepath.Join(dir, "dockerd.log")}
+	p := &PrivateDockerd{t: t, Dir: dir, Host: "unix://" + filepath.Join(dir, "docker.sock"), LogPath: filepath.Join(dir, "dockerd.log"), opts: opts}
 	// Before p.cleanup, so that it is removed after dockerd stopped.
 	p.bridge = privateBridge(t)
 	t.Cleanup(p.cleanup)
-	if err := os.WriteFile(filepath.Join(dir, "daemon.json"), privateDaemonJSON(t), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "daemon.json"), privateDaemonJSON(t, opts), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	p.Client, err = client.NewClientWithOpts(client.WithHost(p.Host), client.WithAPIVersionNegotiation())
@@ -123,17 +143,26 @@ func StartPrivateDockerd(t testing.TB, images ...string) *PrivateDockerd {
 	return p
 }
 
-// privateDaemonJSON is the runtimes of /etc/docker/daemon.json (integration/setup's), nothing else.
-func privateDaemonJSON(t testing.TB) []byte {
-	var shared struct {
-		Runtimes json.RawMessage `json:"runtimes,omitempty"`
+// privateDaemonJSON is the runtimes and exec-opts of the daemon.json integration/setup wrote
+// for the engine it runs (/etc/docker/daemon.json, or Docker 29's) and the options' settings,
+// nothing else.
+func privateDaemonJSON(t testing.TB, opts PrivateDockerdOptions) []byte {
+	var cfg struct {
+		Runtimes    map[string]json.RawMessage `json:"runtimes,omitempty"`
+		LiveRestore bool                       `json:"live-restore,omitempty"`
+		ExecOpts    []string                   `json:"exec-opts,omitempty"`
 	}
-	if b, err := os.ReadFile("/etc/docker/daemon.json"); err == nil {
-		if err := json.Unmarshal(b, &shared); err != nil {
-			t.Fatalf("/etc/docker/daemon.json: %v", err)
+	shared := "/etc/docker/daemon.json"
+	if opts.Docker29 {
+		shared = docker29Config
+	}
+	if b, err := os.ReadFile(shared); err == nil {
+		if err := json.Unmarshal(b, &cfg); err != nil {
+			t.Fatalf("%s: %v", shared, err)
 		}
 	}
-	b, _ := json.Marshal(shared)
+	cfg.LiveRestore = opts.LiveRestore
+	b, _ := json.Marshal(cfg)
 	return b
 }
 
@@ -169,6 +198,25 @@ func savedImages(t testing.TB, images []string) []byte {
 	return b
 }
 
+// What integration/setup/docker29.sh leaves for the private Docker 29 engines: the directory
+// of its binaries (in a file) and its engine's daemon.json.
+const (
+	docker29BinFile = "/run/cri-dockerd-docker29/bin"
+	docker29Config  = "/run/cri-dockerd-docker29/daemon.json"
+)
+
+func docker29Bin() (string, error) {
+	b, err := os.ReadFile(docker29BinFile)
+	bin := strings.TrimSpace(string(b))
+	if err == nil {
+		_, err = os.Stat(filepath.Join(bin, "dockerd"))
+	}
+	if err != nil {
+		return "", fmt.Errorf("Docker 29's binaries: %v (run integration/setup/docker29.sh)", err)
+	}
+	return bin, nil
+}
+
 // Running reports whether the dockerd process is alive.
 func (p *PrivateDockerd) Running() bool {
 	if p.cmd == nil {
@@ -185,9 +233,15 @@ func (p *PrivateDockerd) Running() bool {
 // Start starts dockerd (again, on the same directories) and waits until it answers /_ping.
 func (p *PrivateDockerd) Start() {
 	p.t.Helper()
+	if err := p.start(); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+func (p *PrivateDockerd) start() error {
 	logFile, err := os.OpenFile(p.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		p.t.Fatal(err)
+		return err
 	}
 	defer logFile.Close()
 	args := []string{
@@ -199,10 +253,23 @@ func (p *PrivateDockerd) Start() {
 		// A bridge of its own: with --bridge none, dockerd deletes the host's docker0, which
 		// the shared engine needs.
 		"--bridge", p.bridge, "--iptables=false", "--ip-masq=false",
-		"--containerd-namespace", "crid-it-pd", "--containerd-plugins-namespace", "crid-it-pd-plugins",
+		"--containerd-namespace", privateContainerdNamespace, "--containerd-plugins-namespace", "crid-it-pd-plugins",
 	}
-	fmt.Fprintf(logFile, "=== dockerd %s\n", strings.Join(args, " "))
-	p.cmd = exec.Command("dockerd", args...)
+	dockerd := "dockerd"
+	var env []string
+	if p.opts.Docker29 {
+		bin, err := docker29Bin()
+		if err != nil {
+			return err
+		}
+		dockerd = filepath.Join(bin, "dockerd")
+		// Its containerd, runc, shim and docker-proxy come from PATH: the ones built with it.
+		env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"))
+		args = append(args, "--ip6tables=false", "--ip-forward=false")
+	}
+	fmt.Fprintf(logFile, "=== %s %s\n", dockerd, strings.Join(args, " "))
+	p.cmd = exec.Command(dockerd, args...)
+	p.cmd.Env = env
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
 	// Should the test binary die without its cleanups (a -timeout panic), dockerd gets SIGTERM
 	// and stops its containers. The parent-death signal is tied to the thread that forked: that
@@ -222,31 +289,32 @@ func (p *PrivateDockerd) Start() {
 		close(done)
 	}(p.cmd, p.done)
 	if err := <-started; err != nil {
-		p.t.Fatalf("start dockerd: %v (Debian's docker.io provides it: %s)", err, setupHint)
+		return fmt.Errorf("start dockerd: %v (Debian's docker.io provides it: %s)", err, setupHint)
 	}
 
 	deadline := time.Now().Add(privateDockerdStartTimeout)
 	for {
 		select {
 		case <-p.done:
-			p.t.Fatalf("private dockerd exited before serving (%v); log:\n%s", p.waitErr, p.tailLog())
+			return fmt.Errorf("private dockerd exited before serving (%v); log:\n%s", p.waitErr, p.tailLog())
 		default:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		_, err := p.Client.Ping(ctx)
 		cancel()
 		if err == nil {
-			return
+			return nil
 		}
 		if time.Now().After(deadline) {
-			p.t.Fatalf("private dockerd did not answer on %s within %v (%v); log:\n%s", p.Host, privateDockerdStartTimeout, err, p.tailLog())
+			return fmt.Errorf("private dockerd did not answer on %s within %v (%v); log:\n%s", p.Host, privateDockerdStartTimeout, err, p.tailLog())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 }
 
 // Stop sends SIGTERM and waits (bounded) for dockerd to exit. Without live-restore dockerd
-// stops every container first (SIGTERM, then SIGKILL after the container's stop timeout).
+// stops every container first (SIGTERM, then SIGKILL after the container's stop timeout); with
+// it, they keep running.
 func (p *PrivateDockerd) Stop() {
 	p.t.Helper()
 	if err := p.stop(); err != nil {
@@ -282,9 +350,16 @@ func (p *PrivateDockerd) Restart() {
 }
 
 // cleanup runs whatever happened: dockerd is stopped (killed if it does not exit), then every
-// process still running from its directory (its containerd, shims and their containers) is
-// killed, its mounts are undone and the directory is removed.
+// process still running from its directory (its containerd, shims) and their descendants (the
+// containers) are killed, its mounts are undone and the directory is removed. When the test
+// left dockerd stopped with containers still running under their shims (live-restore), dockerd
+// is started again first, so that it removes them with their cgroups and mounts.
 func (p *PrivateDockerd) cleanup() {
+	if p.Client != nil && !p.Running() && p.cmd != nil && len(processesUnder(p.Dir)) > 0 {
+		if err := p.start(); err != nil {
+			p.t.Logf("cleanup: start dockerd again to remove its containers: %v", err)
+		}
+	}
 	if p.Client != nil && p.Running() {
 		// Containers first, so that no shim outlives dockerd.
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -301,7 +376,7 @@ func (p *PrivateDockerd) cleanup() {
 	if p.Client != nil {
 		_ = p.Client.Close()
 	}
-	for _, pid := range processesUnder(p.Dir) {
+	for _, pid := range withDescendants(processesUnder(p.Dir)) {
 		p.t.Logf("cleanup: killing process %d left by the private dockerd", pid)
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
@@ -340,6 +415,55 @@ func processesUnder(dir string) []int {
 	}
 	sort.Sort(sort.Reverse(sort.IntSlice(pids)))
 	return pids
+}
+
+// withDescendants adds to pids every process descending from one of them (a shim's container
+// processes: the shim is their subreaper), deepest first.
+func withDescendants(pids []int) []int {
+	children := map[int][]int{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(stat[i+1:]))
+		if len(f) < 2 {
+			continue
+		}
+		if ppid, err := strconv.Atoi(f[1]); err == nil {
+			children[ppid] = append(children[ppid], pid)
+		}
+	}
+	seen := map[int]bool{}
+	var out []int
+	var walk func(pid int, depth int)
+	depthOf := map[int]int{}
+	walk = func(pid, depth int) {
+		if seen[pid] {
+			return
+		}
+		seen[pid] = true
+		out = append(out, pid)
+		depthOf[pid] = depth
+		for _, c := range children[pid] {
+			walk(c, depth+1)
+		}
+	}
+	for _, pid := range pids {
+		walk(pid, 0)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return depthOf[out[i]] > depthOf[out[j]] })
+	return out
 }
 
 // unmountUnder lazily unmounts every mount point under dir, deepest first.

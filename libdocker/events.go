@@ -2,6 +2,7 @@ package libdocker
 
 import (
 	"context"
+	"time"
 
 	"github.com/docker/docker/api/types/events"
 )
@@ -24,4 +25,34 @@ func (c *client) Events(ctx context.Context, opts events.ListOptions) (<-chan ev
 		}
 	}()
 	return msgs, out
+}
+
+// RetryWait waits before a call that failed is tried again: for backoff when Docker answers a
+// ping, or, when it does not (dockerd down or restarting), until it answers one, pinging every
+// interval. A backoff that grew while dockerd was down would delay the retry by up to its
+// maximum after dockerd is back; a ping to a daemon that is down is one failed dial, and one to
+// a daemon that is starting waits until it serves. It returns ctx's error if ctx ends first.
+func RetryWait(ctx context.Context, ping func(context.Context) error, interval, backoff time.Duration) error {
+	if ping(ctx) == nil {
+		return sleep(ctx, backoff)
+	}
+	for {
+		if err := sleep(ctx, interval); err != nil {
+			return err
+		}
+		if ping(ctx) == nil {
+			return nil
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
