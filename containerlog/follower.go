@@ -111,16 +111,22 @@ func (f *follower) run(ctx context.Context) {
 }
 
 // resume finds where a previous follower of this container stopped: the later of the end of
-// the file and the position record (the file is new and empty right after a rotation).
+// the file and the position record (the file is new and empty right after a rotation). A file
+// that began after a rotation, all of whose lines carry the stamp of the lines written before
+// it, continues their count.
 func (f *follower) resume() position {
 	var rec position
 	if f.m.stateDir != "" {
 		rec = loadRecord(f.m.recordPath(f.id))
 	}
-	fromFile, err := filePosition(f.path)
+	fromFile, whole, err := filePosition(f.path)
 	if err != nil {
 		f.logf("read the end of %s: %v", f.path, err)
 	}
+	if whole && fromFile.Time.Equal(rec.FileTime) {
+		fromFile.Count += rec.FileCount
+	}
+	fromFile.FileTime, fromFile.FileCount = rec.FileTime, rec.FileCount
 	if fromFile.after(rec) {
 		fromFile.Done = false
 		return fromFile
@@ -174,7 +180,9 @@ func (f *follower) reopen() error {
 	}
 	f.file.Close()
 	f.file, f.w = file, bufio.NewWriterSize(file, 64<<10)
-	// The new file is empty: from now on only the record knows the position.
+	// The new file is empty: from now on only the record knows the position, and where the
+	// new file began.
+	f.pos.FileTime, f.pos.FileCount = f.pos.Time, f.pos.Count
 	f.saveRecordLocked()
 	return nil
 }
@@ -208,7 +216,7 @@ func (f *follower) copyStream(ctx context.Context, follow bool) error {
 		return err
 	}
 	defer stream.Close()
-	r := bufio.NewReaderSize(stream, 64<<10)
+	r := &messageReader{Reader: bufio.NewReaderSize(stream, 64<<10)}
 	seen := 0 // lines of messages stamped exactly from.Time offered in this pass
 	for {
 		streamName, msg, err := f.next(r)
@@ -235,13 +243,33 @@ func (f *follower) copyStream(ctx context.Context, follow bool) error {
 	}
 }
 
+// messageReader reads a log stream; rest is what a terminal's line held after its first
+// message.
+type messageReader struct {
+	*bufio.Reader
+	rest []byte
+}
+
 // next returns the next message of the stream and the name of the stream it came on.
-func (f *follower) next(r *bufio.Reader) (string, []byte, error) {
+func (f *follower) next(r *messageReader) (string, []byte, error) {
 	if f.tty {
-		// A terminal has one stream, not multiplexed: one message per line.
-		line, err := r.ReadBytes('\n')
-		if err != nil && len(line) == 0 {
-			return "", nil, err
+		// A terminal has one stream, not multiplexed: one message per line, but for a line of
+		// 16 KiB or more, which Docker splits into parts that it sends back to back, each
+		// after the same stamp ("T part1T part2T part3\n"): one message per part.
+		line := r.rest
+		if line == nil {
+			var err error
+			line, err = r.ReadBytes('\n')
+			if err != nil && len(line) == 0 {
+				return "", nil, err
+			}
+		}
+		r.rest = nil
+		if stamp, _, ok := bytes.Cut(line, []byte(" ")); ok {
+			sep := line[:len(stamp)+1]
+			if i := bytes.Index(line[len(sep):], sep); i >= 0 {
+				line, r.rest = line[:len(sep)+i], line[len(sep)+i:]
+			}
 		}
 		return "stdout", line, nil
 	}

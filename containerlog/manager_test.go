@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -203,6 +204,10 @@ func TestDrainedWaitsForTheLastLinesOfAnExitedContainer(t *testing.T) {
 	if err := m.Reopen(id); err != ErrNotFollowed {
 		t.Errorf("Reopen after exit: %v, want ErrNotFollowed", err)
 	}
+	// The log is complete: the record says so, and a restart has nothing to follow.
+	if rec := loadRecord(m.recordPath(id)); !rec.Done {
+		t.Errorf("record after the exit %+v, want done", rec)
+	}
 }
 
 func TestForgetDropsThePositionRecord(t *testing.T) {
@@ -286,12 +291,28 @@ func TestFilePositionCountsTrailingLinesWithTheSameTime(t *testing.T) {
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p, err := filePosition(path)
+	p, whole, err := filePosition(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Time.Nanosecond() != 2 || p.Count != 2 {
+	if p.Time.Nanosecond() != 2 || p.Count != 2 || whole {
 		t.Errorf("position %+v, want time .000000002 and count 2 (the torn line does not count)", p)
+	}
+}
+
+// A blank line at the start of the file (or of the window read) ends the search, after the
+// complete line that follows it is counted.
+func TestFilePositionAfterABlankFirstLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "0.log")
+	if err := os.WriteFile(path, []byte("\n2026-01-01T00:00:00.000000005Z stdout F a\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p, whole, err := filePosition(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Time.Nanosecond() != 5 || p.Count != 1 || whole {
+		t.Errorf("position %+v, want time .000000005 and count 1", p)
 	}
 }
 
@@ -338,8 +359,9 @@ func TestFollowCreatesNoParentsAndRefusesUncleanPaths(t *testing.T) {
 
 // Docker splits a line of 16 KiB or more into parts stamped with one time (the fake does as
 // Docker does): a restart between two parts must resume at the next part, from the end of the
-// file (a crash mid-line) or from the position record (right after a rotation), writing no
-// part twice and losing none.
+// file (a crash mid-line), from the position record (right after a rotation), or from the
+// later of the two (a rotation, more parts written, then a crash), writing no part twice and
+// losing none.
 func TestRestartResumesAcrossLinesLongerThan16KiB(t *testing.T) {
 	long1, long2 := strings.Repeat("a", 40000), strings.Repeat("b", 20000)
 	output := "before\n" + long1 + "\n" + "after\n" + long2 + "\n" + "end\n"
@@ -356,8 +378,10 @@ func TestRestartResumesAcrossLinesLongerThan16KiB(t *testing.T) {
 		}
 		return strings.SplitAfter(strings.TrimSuffix(string(data), "\n"), "\n")
 	}
-	for _, fromRecord := range []bool{false, true} {
-		for cut := 1; cut < total; cut++ {
+	// rotated lines went to the old file, the record saved at the rotation; cut lines in all
+	// were written when cri-dockerd stopped.
+	for cut := 1; cut < total; cut++ {
+		for rotated := 0; rotated <= cut; rotated++ {
 			fake := libdocker.NewFake()
 			id := runningContainer(t, fake, false)
 			if err := fake.WriteLog(id, false, output); err != nil {
@@ -382,28 +406,23 @@ func TestRestartResumesAcrossLinesLongerThan16KiB(t *testing.T) {
 				t.Fatalf("the parts do not make the long lines")
 			}
 
-			// The state a stop left after cut lines: the file's end, or an empty file (a
-			// rotation) and the record.
 			state := t.TempDir()
 			path := filepath.Join(t.TempDir(), "0.log")
-			want := full
-			if fromRecord {
-				last, _, _, _ := fields(t, full[cut-1])
+			if rotated > 0 {
+				last, _, _, _ := fields(t, full[rotated-1])
 				count := 0
-				for i := cut - 1; i >= 0; i-- {
+				for i := rotated - 1; i >= 0; i-- {
 					if at, _, _, _ := fields(t, full[i]); !at.Equal(last) {
 						break
 					}
 					count++
 				}
-				if err := saveRecord(filepath.Join(state, id+".json"), position{Time: last, Count: count}); err != nil {
+				// As Reopen saves it: the position, which is also where the new file begins.
+				if err := saveRecord(filepath.Join(state, id+".json"), position{Time: last, Count: count, FileTime: last, FileCount: count}); err != nil {
 					t.Fatal(err)
 				}
-				if err := os.WriteFile(path, nil, 0o640); err != nil {
-					t.Fatal(err)
-				}
-				want = full[cut:]
-			} else if err := os.WriteFile(path, []byte(strings.Join(full[:cut], "")), 0o640); err != nil {
+			}
+			if err := os.WriteFile(path, []byte(strings.Join(full[rotated:cut], "")), 0o640); err != nil {
 				t.Fatal(err)
 			}
 			resumed := newManager(t, fake, state)
@@ -415,8 +434,8 @@ func TestRestartResumesAcrossLinesLongerThan16KiB(t *testing.T) {
 			resumed.Drained(ctx, id)
 			cancel()
 			resumed.Close()
-			if got := readLines(path); strings.Join(got, "") != strings.Join(want, "") {
-				t.Errorf("record %v, stopped after %d lines: resumed file has %d lines (tags %s), want %d", fromRecord, cut, len(got), tagsOf(t, got), len(want))
+			if got, want := readLines(path), full[rotated:]; strings.Join(got, "") != strings.Join(want, "") {
+				t.Errorf("rotated after %d lines, stopped after %d: the file has %d lines (%s), want %d", rotated, cut, len(got), tagsOf(t, got), len(want))
 			}
 		}
 	}
@@ -471,5 +490,121 @@ func TestRecordCountsThePartsOfALongLine(t *testing.T) {
 	lines := strings.SplitAfter(strings.TrimSuffix(string(data), "\n"), "\n")
 	if len(lines) != 1 || !strings.HasSuffix(lines[0], " stdout F rest") {
 		t.Errorf("after the rotation and restart: %s; want only F rest", tagsOf(t, lines))
+	}
+}
+
+// The parts of a line longer than the window read at a time from the file's end (37 parts of
+// one stamp, 600 KB) are all counted: a restart after 30 of them writes the other 7.
+func TestResumeInsideALineLongerThanTheTailWindow(t *testing.T) {
+	fake := libdocker.NewFake()
+	id := runningContainer(t, fake, false)
+	if err := fake.WriteLog(id, false, strings.Repeat("x", 600000)+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	first := filepath.Join(t.TempDir(), "0.log")
+	m := newManager(t, fake, "")
+	m.Follow(id, first, false)
+	full := waitLines(t, first, 37)
+	m.Close()
+	path := filepath.Join(t.TempDir(), "0.log")
+	if err := os.WriteFile(path, []byte(strings.Join(full[:30], "\n")+"\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if p, whole, err := filePosition(path); err != nil || p.Count != 30 || !whole {
+		t.Errorf("filePosition = %+v, %v, %v; want 30 lines of one stamp, the whole file", p, whole, err)
+	}
+	resumed := newManager(t, fake, "")
+	resumed.Follow(id, path, false)
+	if err := fake.ExitContainer(id, 0); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resumed.Drained(ctx, id)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSuffix(string(data), "\n"); got != strings.Join(full, "\n") {
+		t.Errorf("resumed after 30 of 37 parts: %d lines, want 37", strings.Count(got, "\n")+1)
+	}
+}
+
+// While it writes, a follower saves its position at most every recordEvery: a crash after a
+// rotation loses at most that much of the record.
+func TestRecordFollowsTheWritesWhileRunning(t *testing.T) {
+	t.Parallel() // it waits recordEvery
+	fake := libdocker.NewFake()
+	id := runningContainer(t, fake, false)
+	state := t.TempDir()
+	path := filepath.Join(t.TempDir(), "0.log")
+	m := newManager(t, fake, state)
+	m.Follow(id, path, false)
+	if err := fake.WriteLog(id, false, "a\n"); err != nil {
+		t.Fatal(err)
+	}
+	waitLines(t, path, 1)
+	if err := os.Rename(path, path+".1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Reopen(id); err != nil { // saves the record now
+		t.Fatal(err)
+	}
+	time.Sleep(recordEvery + 100*time.Millisecond)
+	if err := fake.WriteLog(id, false, "b\n"); err != nil {
+		t.Fatal(err)
+	}
+	lines := waitLines(t, path, 1)
+	at, _, _, _ := fields(t, lines[0])
+	deadline := time.Now().Add(5 * time.Second)
+	for rec := loadRecord(m.recordPath(id)); !rec.Time.Equal(at); rec = loadRecord(m.recordPath(id)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("record %+v while running, want the line written %v after the last save (%v)", rec, recordEvery, at)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// On a terminal Docker sends the parts of a long line back to back, each after its stamp: they
+// become CRI lines of their own, without the stamps inside, and a restart between two parts
+// resumes at the next one.
+func TestTTYLongLineBecomesItsParts(t *testing.T) {
+	fake := libdocker.NewFake()
+	id := runningContainer(t, fake, true)
+	path := filepath.Join(t.TempDir(), "0.log")
+	m := newManager(t, fake, "")
+	m.Follow(id, path, true)
+	long := strings.Repeat("a", 40000)
+	if err := fake.WriteLog(id, false, "before\r\n"+long+"\r\n"+"after\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	full := waitLines(t, path, 5)
+	m.Close()
+	var parts []string
+	for _, line := range full {
+		_, stream, tag, content := fields(t, line)
+		parts = append(parts, stream+" "+tag+" "+strconv.Itoa(len(content)))
+	}
+	if got, want := strings.Join(parts, ", "), "stdout F 7, stdout P 16384, stdout P 16384, stdout F 7233, stdout F 6"; got != want {
+		t.Fatalf("lines %s, want %s", got, want)
+	}
+	// Stopped after the first part: the rest of the line, once.
+	if err := os.WriteFile(path, []byte(strings.Join(full[:2], "\n")+"\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	resumed := newManager(t, fake, "")
+	resumed.Follow(id, path, true)
+	if err := fake.ExitContainer(id, 0); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resumed.Drained(ctx, id)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSuffix(string(data), "\n"); got != strings.Join(full, "\n") {
+		t.Errorf("resumed after the first part: %s", tagsOf(t, strings.SplitAfter(got, "\n")))
 	}
 }

@@ -17,6 +17,11 @@ type position struct {
 	Count int       `json:"count"`
 	// Done: the container stopped and its whole log is written.
 	Done bool `json:"done"`
+	// FileTime and FileCount are where the current file began, after a rotation: its lines
+	// stamped FileTime come after FileCount lines of that stamp in the files before it (a
+	// rotation can fall between the parts of a long line). Zero when the file began the log.
+	FileTime  time.Time `json:"file_time,omitzero"`
+	FileCount int       `json:"file_count,omitempty"`
 }
 
 // after reports whether p is further on than q.
@@ -82,60 +87,84 @@ func saveRecord(path string, p position) error {
 	return os.Rename(tmp, path)
 }
 
-// tailWindow is how much of the end of a log file is read to find the last position: more
-// than the longest CRI line we write (Docker splits messages at 16 KiB).
+// tailWindow is how much of a log file is read at a time, from its end, to find the last
+// position: more than the longest CRI line we write (Docker splits messages at 16 KiB).
 const tailWindow = 256 << 10
 
+// maxLineRead bounds the bytes of one line filePosition holds: a file whose end has no newline
+// for that long is not one we wrote.
+const maxLineRead = 1 << 20
+
 // filePosition reads the position of the last lines of a CRI log file: the time of the last
-// complete line and how many lines at its end carry that same time.
-func filePosition(path string) (position, error) {
+// complete line and how many lines at its end carry that same time, read back as far as they
+// go. whole reports that every complete line of the file carries that time.
+func filePosition(path string) (p position, whole bool, err error) {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return position{}, nil
+		return position{}, false, nil
 	}
 	if err != nil {
-		return position{}, err
+		return position{}, false, err
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return position{}, err
+		return position{}, false, err
 	}
-	start := max(fi.Size()-tailWindow, 0)
-	buf := make([]byte, fi.Size()-start)
-	if _, err := f.ReadAt(buf, start); err != nil && !errors.Is(err, io.EOF) {
-		return position{}, err
+	off := fi.Size()
+	var pending []byte // the end of a line whose start is before off
+	torn := true       // the bytes after the last newline are not a line yet
+	for off > 0 {
+		n := min(int64(tailWindow), off)
+		off -= n
+		buf := make([]byte, n, int(n)+len(pending))
+		if _, err := f.ReadAt(buf, off); err != nil && !errors.Is(err, io.EOF) {
+			return position{}, false, err
+		}
+		buf = append(buf, pending...)
+		pending = nil
+		if torn {
+			// Only complete lines count: a torn last line (a crash mid-write) is ignored.
+			i := bytes.LastIndexByte(buf, '\n')
+			if i < 0 {
+				if len(buf) > maxLineRead {
+					return position{}, false, nil
+				}
+				pending = buf
+				continue
+			}
+			buf, torn = buf[:i], false
+		}
+		for buf != nil {
+			var line []byte
+			if i := bytes.LastIndexByte(buf, '\n'); i >= 0 {
+				line, buf = buf[i+1:], buf[:i]
+			} else if off > 0 {
+				if len(buf) > maxLineRead {
+					return p, false, nil
+				}
+				pending = buf
+				break
+			} else {
+				line, buf = buf, nil
+			}
+			stamp, _, ok := bytes.Cut(line, []byte(" "))
+			if !ok {
+				return p, false, nil
+			}
+			at, err := time.Parse(time.RFC3339Nano, string(stamp))
+			if err != nil {
+				return p, false, nil
+			}
+			switch {
+			case p.Count == 0:
+				p.Time, p.Count = at, 1
+			case at.Equal(p.Time):
+				p.Count++
+			default:
+				return p, false, nil
+			}
+		}
 	}
-	// Only complete lines count: a torn last line (a crash mid-write) is ignored.
-	if i := bytes.LastIndexByte(buf, '\n'); i >= 0 {
-		buf = buf[:i]
-	} else {
-		return position{}, nil
-	}
-	var p position
-	for len(buf) > 0 {
-		line := buf
-		if i := bytes.LastIndexByte(buf, '\n'); i >= 0 {
-			line, buf = buf[i+1:], buf[:i]
-		} else {
-			buf = nil
-		}
-		stamp, _, ok := bytes.Cut(line, []byte(" "))
-		if !ok {
-			break
-		}
-		at, err := time.Parse(time.RFC3339Nano, string(stamp))
-		if err != nil {
-			break
-		}
-		switch {
-		case p.Count == 0:
-			p.Time, p.Count = at, 1
-		case at.Equal(p.Time):
-			p.Count++
-		default:
-			return p, nil
-		}
-	}
-	return p, nil
+	return p, p.Count > 0, nil
 }
