@@ -120,6 +120,14 @@ func TestSecurityContextReachesDocker(t *testing.T) {
 					t.Errorf("User %q", c.Config.User)
 				}
 			}},
+		{"username and group", func(sc *runtimeapi.LinuxContainerSecurityContext) {
+			sc.RunAsUsername = "nobody"
+			sc.RunAsGroup = &runtimeapi.Int64Value{Value: 1002}
+		}, func(t *testing.T, c *container.InspectResponse) {
+			if c.Config.User != "nobody:1002" {
+				t.Errorf("User %q", c.Config.User)
+			}
+		}},
 		{"masked and read-only paths, read-only root", func(sc *runtimeapi.LinuxContainerSecurityContext) {
 			sc.MaskedPaths = []string{"/bin/ls", "/proc/kcore"}
 			sc.ReadonlyPaths = []string{"/tmp"}

@@ -1,0 +1,30 @@
+package core
+
+import (
+	"testing"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// Our names have six parts, seven with the random suffix a taken name gets; nothing else is
+// one of ours.
+func TestParseNameTakesSixOrSevenParts(t *testing.T) {
+	m := &runtimeapi.PodSandboxMetadata{Name: "web", Namespace: "default", Uid: "1234", Attempt: 2}
+	for name, ok := range map[string]bool{
+		makeSandboxName(m):                     true,
+		"/" + randomizeName(makeSandboxName(m)): true,
+		"k8s_POD_web_default_1234":              false,
+		"k8s_POD_web_default_1234_2_ab_cd":      false,
+		"k9s_POD_web_default_1234_2":            false,
+		"k8s_POD_web_default_1234_x":            false,
+	} {
+		p, err := parseName(name)
+		if (err == nil) != ok {
+			t.Errorf("parseName(%q) = %+v, %v; want accepted %v", name, p, err, ok)
+			continue
+		}
+		if ok && (p.container != "POD" || p.pod != "web" || p.namespace != "default" || p.uid != "1234" || p.attempt != 2) {
+			t.Errorf("parseName(%q) = %+v", name, p)
+		}
+	}
+}
