@@ -11,7 +11,7 @@ import (
 func TestParseNameTakesSixOrSevenParts(t *testing.T) {
 	m := &runtimeapi.PodSandboxMetadata{Name: "web", Namespace: "default", Uid: "1234", Attempt: 2}
 	for name, ok := range map[string]bool{
-		makeSandboxName(m):                     true,
+		makeSandboxName(m):                      true,
 		"/" + randomizeName(makeSandboxName(m)): true,
 		"k8s_POD_web_default_1234":              false,
 		"k8s_POD_web_default_1234_2_ab_cd":      false,
