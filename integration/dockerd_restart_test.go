@@ -23,28 +23,37 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// restartRecoveryBound is what the test asserts for a call to succeed once dockerd answers
-// again. The target is 1 s (issue 12); the figures are logged, and the bound is generous because
-// these 2-core VMs are shared and noisy: it catches a call that hangs on a backoff or a cached
-// failure, not a slow second.
-const restartRecoveryBound = 5 * time.Second
+// What the test asserts once dockerd answers again; the target is 1 s (issue 12). The figures
+// are logged, and the bounds are generous because these 2-core VMs are shared and noisy (a load
+// of 58 made a Docker 29 take 8 s to start and its first RunPodSandbox 5 s): they catch a call
+// that is refused on a backoff or a cached failure, or hangs, not a slow second.
+const (
+	// restartRecoveryBound: cri-dockerd refuses no call (and its events and logs are back)
+	// later than this after dockerd answers.
+	restartRecoveryBound = 5 * time.Second
+	// restartCallBound: each call has succeeded by then, its own work included.
+	restartCallBound = 15 * time.Second
+)
 
 // TestDockerdRestartWithAndWithoutLiveRestore restarts a private dockerd under a running pod,
 // with and without live-restore, and checks that cri-dockerd recovers without a restart of
 // its own:
 //
-//   - calls made while dockerd is down (ContainerStatus, ListContainers, ContainerStats,
-//     ExecSync, a new RunPodSandbox) answer Unavailable, and each succeeds soon after dockerd
-//     answers again (the time is logged; without live-restore the container is dead, so
-//     ExecSync's answer is FailedPrecondition);
+//   - calls made while dockerd is down (ContainerStatus, ListContainers, PodSandboxStatus,
+//     ListPodSandbox, ContainerStats, ExecSync, a new RunPodSandbox) answer Unavailable, and
+//     each succeeds soon after dockerd answers again (the time is logged; without live-restore
+//     the container is dead, so ExecSync's answer is FailedPrecondition); with live-restore,
+//     ContainerStatus of a container that exited during the outage too, once its log holds
+//     every line Docker has;
 //   - one GetContainerEvents stream stays open: without live-restore the pod's containers are
 //     reported stopped; the new pod's events come, and so does the exit of a container killed
 //     behind our back after the restart;
 //   - a container writing a numbered line every 10 ms: its CRI log holds every number it wrote
 //     (it also appends them to a file on the host) exactly once, in order: with live-restore it
 //     ran through the outage and its log has no gap; without, it was killed by dockerd's
-//     shutdown and its log has everything up to its death; a container started after the
-//     restart logs normally;
+//     shutdown and its log has everything up to its death; the log of the container that
+//     exited during the outage is Docker's, whole; a container started after the restart
+//     logs normally;
 //   - ContainerStats figures move on after the restart (the CPU counter grows, timestamps are
 //     new);
 //   - the private dockerd's cleanup leaves no process, container cgroup, mount, shim socket,
@@ -254,7 +263,7 @@ func testDockerdRestart(t *testing.T, liveRestore bool) {
 		}
 		eventsBack <- -1
 	}()
-	timer := time.AfterFunc(30*time.Second, stopPolling)
+	timer := time.AfterFunc(time.Minute, stopPolling)
 	polling.Wait()
 	timer.Stop()
 	var figures []string
@@ -267,15 +276,19 @@ func testDockerdRestart(t *testing.T, liveRestore bool) {
 			t.Errorf("%s: never answered Unavailable while dockerd was down (%d calls)", c.name, r.attempts)
 		}
 		if r.done.IsZero() {
-			t.Errorf("%s: no answer %v within 30 s of dockerd answering again; last: %v", c.name, c.want, r.last)
+			t.Errorf("%s: no answer %v within a minute of dockerd answering again; last: %v", c.name, c.want, r.last)
 			continue
 		}
 		after := r.done.Sub(up)
 		figures = append(figures, fmt.Sprintf("%s %v", c.name, after.Round(time.Millisecond)))
-		t.Logf("%s: %d calls answered Unavailable, then %v %v after dockerd answered (the call took %v)",
-			c.name, r.unavailable, codeName(c.want), after.Round(time.Millisecond), r.took.Round(time.Millisecond))
-		if after > restartRecoveryBound {
-			t.Errorf("%s answered %v only %v after dockerd answered again, want within %v (target 1 s)", c.name, c.want, after, restartRecoveryBound)
+		t.Logf("%s: %d calls answered Unavailable, the last %v after dockerd answered; then %v %v after it (a call of %v, begun %v after it)",
+			c.name, r.unavailable, r.refused.Sub(up).Round(time.Millisecond), codeName(c.want), after.Round(time.Millisecond),
+			r.done.Sub(r.began).Round(time.Millisecond), r.began.Sub(up).Round(time.Millisecond))
+		if refused := r.refused.Sub(up); refused > restartRecoveryBound {
+			t.Errorf("%s still answered Unavailable %v after dockerd answered again, want at most %v (target 1 s)", c.name, refused, restartRecoveryBound)
+		}
+		if after > restartCallBound {
+			t.Errorf("%s answered %v only %v after dockerd answered again, want within %v (target 1 s)", c.name, c.want, after, restartCallBound)
 		}
 	}
 	t.Logf("recovery after dockerd answered: %s", strings.Join(figures, ", "))
@@ -391,30 +404,32 @@ func testDockerdRestart(t *testing.T, liveRestore bool) {
 		}
 	}
 	waitExited(t, d, counter)
-	lines := checkNumberedLog(t, "the counter", counterLog, counterWritten)
+	lines, ok := checkNumberedLog(t, "the counter", counterLog, counterWritten)
 	if liveRestore {
-		t.Logf("logs: the counter wrote %d lines, %d of them while dockerd was down (%d to %d): each once, in order", lines, writtenAtUp-writtenAtDown, writtenAtDown+1, writtenAtUp)
+		t.Logf("logs: the counter wrote %d lines, %d of them while dockerd was down (%d to %d): %s", lines, writtenAtUp-writtenAtDown, writtenAtDown+1, writtenAtUp, verdict(ok))
 		if writtenAtUp <= writtenAtDown {
 			t.Errorf("with live-restore the counter wrote nothing while dockerd was down (%d lines before, %d after)", writtenAtDown, writtenAtUp)
 		}
 	} else {
-		t.Logf("logs: the counter wrote %d lines before dockerd's shutdown killed it: each once, in order", lines)
+		t.Logf("logs: the counter wrote %d lines before dockerd's shutdown killed it: %s", lines, verdict(ok))
 	}
 	if liveRestore {
 		// What it wrote after dockerd's shutdown began is not in Docker's own log either:
 		// dockerd no longer reads the container's output FIFO, which is gone with the
 		// container's exit before the new dockerd opens it. Our log must be Docker's, whole.
 		docker := dockerLogLines(pd, quitter)
-		n := checkNumberedLines(t, "the quitter", filepath.Join(podA.LogDirectory, "quitter.log"), quitterN.written, docker)
-		t.Logf("logs: the quitter, which exited while dockerd was down, wrote %d lines, %d of them before dockerd's stop; Docker's log has %d (it lost %d), ours %d: each once, in order",
-			lineCount(quitterN.written), quitterBefore, docker, lineCount(quitterN.written)-docker, n)
+		n, ok := checkNumberedLines(t, "the quitter", filepath.Join(podA.LogDirectory, "quitter.log"), quitterN.written, docker)
+		t.Logf("logs: the quitter, which exited while dockerd was down, wrote %d lines, %d of them before dockerd's stop; Docker's log has %d (it lost %d), ours %d: %s",
+			lineCount(quitterN.written), quitterBefore, docker, lineCount(quitterN.written)-docker, n, verdict(ok))
 		if docker < quitterBefore {
 			t.Errorf("Docker's log of the quitter has %d lines, fewer than it wrote before dockerd's stop (%d)", docker, quitterBefore)
 		}
 	}
 	waitExited(t, d, after)
-	if n := checkNumberedLog(t, "the container started after the restart", filepath.Join(podB.LogDirectory, "after.log"), afterWritten); n != 300 {
+	if n, ok := checkNumberedLog(t, "the container started after the restart", filepath.Join(podB.LogDirectory, "after.log"), afterWritten); n != 300 {
 		t.Errorf("the container started after the restart logged %d lines, want 300", n)
+	} else {
+		t.Logf("logs: the container started after the restart wrote %d lines: %s", n, verdict(ok))
 	}
 
 	if events.ended() != nil {
@@ -453,14 +468,14 @@ type pollResult struct {
 	attempts, unavailable int
 	bad                   []string // answers neither Unavailable nor the wanted one
 	last                  error
-	done                  time.Time // when the wanted answer came
-	took                  time.Duration
+	refused               time.Time // when the last Unavailable came
+	began, done           time.Time // the call that gave the wanted answer
 }
 
 // poll calls c every 10 ms until it gives its wanted answer or ctx ends.
 func (r *pollResult) poll(ctx context.Context, c restartCall) {
 	for ctx.Err() == nil {
-		callCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		callCtx, cancel := context.WithTimeout(ctx, time.Minute)
 		began := time.Now()
 		err := c.call(callCtx)
 		cancel()
@@ -470,10 +485,11 @@ func (r *pollResult) poll(ctx context.Context, c restartCall) {
 		case ctx.Err() != nil:
 			return
 		case code == c.want:
-			r.done, r.took = time.Now(), time.Since(began)
+			r.began, r.done = began, time.Now()
 			return
 		case code == codes.Unavailable:
 			r.unavailable++
+			r.refused = time.Now()
 		default:
 			if len(r.bad) < 5 {
 				r.bad = append(r.bad, err.Error())
@@ -528,16 +544,23 @@ func lineCount(path string) int {
 // checkNumberedLog checks the CRI log of a numberedScript container against the numbers it
 // wrote to its file: the log holds n=1 to n=last exactly once each, in order, with
 // non-decreasing timestamps, where last is the file's last number (or one more: a kill can fall
-// between the echo to stdout and the append to the file). It returns how many lines the log has.
-func checkNumberedLog(t *testing.T, what, logPath, writtenPath string) int {
+// between the echo to stdout and the append to the file). It returns how many lines the log
+// has, and whether they passed.
+func checkNumberedLog(t *testing.T, what, logPath, writtenPath string) (int, bool) {
 	t.Helper()
 	return checkNumberedLines(t, what, logPath, writtenPath, -1)
 }
 
 // checkNumberedLines is checkNumberedLog with the number of lines the log must have when
 // want >= 0 (Docker's own count, when Docker itself lost some).
-func checkNumberedLines(t *testing.T, what, logPath, writtenPath string, want int) int {
+func checkNumberedLines(t *testing.T, what, logPath, writtenPath string, want int) (int, bool) {
 	t.Helper()
+	ok := true
+	errorf := func(format string, args ...any) {
+		t.Helper()
+		ok = false
+		t.Errorf(format, args...)
+	}
 	writtenData, err := os.ReadFile(writtenPath)
 	if err != nil {
 		t.Fatal(err)
@@ -552,21 +575,28 @@ func checkNumberedLines(t *testing.T, what, logPath, writtenPath string, want in
 	var prev time.Time
 	for i, l := range lines {
 		if l.stream != "stdout" || l.tag != "F" || l.content != "n="+strconv.Itoa(i+1) {
-			t.Errorf("%s: log line %d is %+v, want stdout F n=%d (a line lost, repeated or out of order)", what, i+1, l, i+1)
+			errorf("%s: log line %d is %+v, want stdout F n=%d (a line lost, repeated or out of order)", what, i+1, l, i+1)
 			break
 		}
 		if l.at.Before(prev) {
-			t.Errorf("%s: log line %d stamped %v, before the line above it (%v)", what, i+1, l.at, prev)
+			errorf("%s: log line %d stamped %v, before the line above it (%v)", what, i+1, l.at, prev)
 		}
 		prev = l.at
 	}
 	switch n := len(lines); {
 	case want >= 0 && n != want:
-		t.Errorf("%s: log has %d lines, Docker's %d", what, n, want)
+		errorf("%s: log has %d lines, Docker's %d", what, n, want)
 	case want < 0 && n != len(written) && n != len(written)+1:
-		t.Errorf("%s: log has %d lines, the container wrote %d", what, n, len(written))
+		errorf("%s: log has %d lines, the container wrote %d", what, n, len(written))
 	}
-	return len(lines)
+	return len(lines), ok
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "each once, in order"
+	}
+	return "NOT each once in order (see above)"
 }
 
 // recordedEvent is one container event and when it came.

@@ -8,19 +8,17 @@ import (
 	"time"
 )
 
-// pingScript answers a ping with the errors of downFor, then with success.
+// pingScript is a Docker that does not answer pings until upAt.
 type pingScript struct {
-	mu       sync.Mutex
-	upAt     time.Time
-	pings    int
-	lastPing time.Time
+	mu    sync.Mutex
+	upAt  time.Time
+	pings int
 }
 
 func (p *pingScript) ping(context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.pings++
-	p.lastPing = time.Now()
 	if time.Now().Before(p.upAt) {
 		return ConnectionFailed("unix:///test.sock")
 	}
