@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -226,5 +227,37 @@ func TestVerboseStatusCarriesSandboxImageForKubeadm(t *testing.T) {
 	}
 	if cfg["sandboxImage"] != "registry.k8s.io/pause:3.10.1" {
 		t.Errorf("info[config] = %s; want sandboxImage registry.k8s.io/pause:3.10.1", resp.Info["config"])
+	}
+}
+
+// Status lists Docker's runtimes from /info no older than RuntimeInfoMaxAge: repeated calls
+// within it ask Docker nothing, and a runtime added to daemon.json shows once it has passed.
+func TestStatusHandlersAreAsFreshAsRuntimeInfoMaxAge(t *testing.T) {
+	fake := libdocker.NewFake()
+	s := newTestService(t, fake, Options{RuntimeInfoMaxAge: 200 * time.Millisecond})
+	s.runtimes.minInterval = 0
+	handlers := func() string {
+		t.Helper()
+		resp, err := s.Status(context.Background(), &runtimeapi.StatusRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, h := range resp.RuntimeHandlers {
+			names = append(names, h.Name)
+		}
+		return strings.Join(names, ",")
+	}
+	fake.ResetCalls()
+	for range 5 {
+		handlers()
+	}
+	if n := fake.InfoCalls(); n != 0 {
+		t.Errorf("5 Status calls right after the start made %d /info calls, want 0", n)
+	}
+	fake.AddRuntime("kata", "/usr/bin/kata-runtime")
+	time.Sleep(250 * time.Millisecond)
+	if got := handlers(); !strings.Contains(got, "kata") {
+		t.Errorf("handlers %q after RuntimeInfoMaxAge: the runtime added to Docker is missing", got)
 	}
 }
