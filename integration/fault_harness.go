@@ -3,7 +3,6 @@
 package integration
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -142,7 +141,8 @@ func (n *ownCNI) Leases(t testing.TB) map[string]string {
 			continue // lock, last_reserved_ip.0
 		}
 		b, _ := os.ReadFile(filepath.Join(n.leaseDir(), e.Name()))
-		out[e.Name()] = strings.SplitN(strings.TrimSpace(string(b)), "\n", 2)[0]
+		first, _, _ := strings.Cut(string(b), "\n")
+		out[e.Name()] = strings.TrimSpace(first) // host-local ends its lines with \r\n
 	}
 	return out
 }
@@ -187,10 +187,9 @@ func natRulesOf(t testing.TB, ids []string) map[string][]string {
 
 // rootLeftovers lists what is left in the daemon's root directory for pods: sandbox checkpoints
 // (ours and upstream's), netns pins, log position records, image volume mounts, and any mount
-// under the root directory. A daemon resumes the logs of every CRI container of the engine,
-// also those of other tests' daemons on the shared engine: only the position records of the
-// containers for which mine is true count.
-func rootLeftovers(t testing.TB, d *Daemon, mine func(id string) bool) []string {
+// under the root directory. (The daemon must be alone on its Docker engine: it resumes the logs
+// of every CRI container the engine has, and keeps their records.)
+func rootLeftovers(t testing.TB, d *Daemon) []string {
 	t.Helper()
 	root := filepath.Join(d.Dir, "root")
 	var left []string
@@ -200,9 +199,6 @@ func rootLeftovers(t testing.TB, d *Daemon, mine func(id string) bool) []string 
 			t.Fatal(err)
 		}
 		for _, e := range entries {
-			if id, _, _ := strings.Cut(e.Name(), "."); sub == "containerlogs" && !mine(id) {
-				continue
-			}
 			left = append(left, sub+"/"+e.Name())
 		}
 	}
@@ -245,22 +241,23 @@ func filesUnderDir(t testing.TB, dir string) []string {
 type kubeletPods struct {
 	Namespace string
 	LogRoot   string
+	docker    *client.Client // the engine the daemon uses
 }
 
-func newKubeletPods(t testing.TB, prefix string) *kubeletPods {
+func newKubeletPods(t testing.TB, prefix string, docker *client.Client) *kubeletPods {
 	t.Helper()
-	k := &kubeletPods{Namespace: "crid-it-" + prefix + "-" + randHex(), LogRoot: t.TempDir()}
+	k := &kubeletPods{Namespace: "crid-it-" + prefix + "-" + randHex(), LogRoot: t.TempDir(), docker: docker}
 	// Whatever happened, the harness removes every Docker container of the namespace.
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		list, err := suite.docker.ContainerList(ctx, container.ListOptions{All: true, Filters: k.dockerFilter()})
+		list, err := k.docker.ContainerList(ctx, container.ListOptions{All: true, Filters: k.dockerFilter()})
 		if err != nil {
 			t.Errorf("cleanup: docker ps: %v", err)
 			return
 		}
 		for _, c := range list {
-			if err := suite.docker.ContainerRemove(ctx, c.ID, containerRemoveForce); err != nil {
+			if err := k.docker.ContainerRemove(ctx, c.ID, containerRemoveForce); err != nil {
 				t.Errorf("cleanup: remove container %s: %v", c.ID, err)
 			}
 		}
@@ -305,6 +302,18 @@ func (k *kubeletPods) Container(t testing.TB, pod *runtimeapi.PodSandboxConfig, 
 		cfg.Labels[key] = pod.Labels[key]
 	}
 	return cfg
+}
+
+// podContainers lists the Docker containers of a pod, in any state, by their names.
+func (k *kubeletPods) podContainers(t testing.TB, m *runtimeapi.PodSandboxMetadata) []container.Summary {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	list, err := k.docker.ContainerList(ctx, container.ListOptions{All: true, Filters: podNameFilter(m)})
+	if err != nil {
+		t.Fatalf("docker ps: %v", err)
+	}
+	return list
 }
 
 // criView is the sandboxes and containers of the namespace with their states, as listed by
@@ -361,7 +370,7 @@ func (k *kubeletPods) dockerView(t testing.TB, d *Daemon) criView {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	list, err := suite.docker.ContainerList(ctx, container.ListOptions{All: true, Filters: k.dockerFilter()})
+	list, err := k.docker.ContainerList(ctx, container.ListOptions{All: true, Filters: k.dockerFilter()})
 	if err != nil {
 		t.Fatalf("docker ps: %v", err)
 	}
@@ -390,7 +399,7 @@ func (k *kubeletPods) dockerView(t testing.TB, d *Daemon) criView {
 		if !ok || strings.HasPrefix(id, ".") {
 			continue
 		}
-		if _, err := suite.docker.ContainerInspect(ctx, id); client.IsErrNotFound(err) {
+		if _, err := k.docker.ContainerInspect(ctx, id); client.IsErrNotFound(err) {
 			if _, ok := v.Sandboxes[id]; !ok {
 				v.Sandboxes[id] = runtimeapi.PodSandboxState_SANDBOX_NOTREADY
 			}
@@ -503,8 +512,7 @@ func (k *kubeletPods) kubeletCleanup(t testing.TB, d *Daemon) {
 // checkNothingLeftOf checks that the namespace's pods left nothing: no Docker container (by
 // label, and by name for the given pods), no file or mount in the root directory, no lease,
 // veth or NAT rule of the network, no log file in the pods' log directories. ids are every
-// sandbox and container ID seen, for the NAT rules and the log position records. It returns
-// the number of leftovers.
+// sandbox and container ID seen, for the NAT rules. It returns the number of leftovers.
 func (k *kubeletPods) checkNothingLeftOf(t testing.TB, d *Daemon, n *ownCNI, pods []*runtimeapi.PodSandboxConfig, ids []string, when string) int {
 	t.Helper()
 	left := 0
@@ -514,7 +522,7 @@ func (k *kubeletPods) checkNothingLeftOf(t testing.TB, d *Daemon, n *ownCNI, pod
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	list, err := suite.docker.ContainerList(ctx, container.ListOptions{All: true, Filters: k.dockerFilter()})
+	list, err := k.docker.ContainerList(ctx, container.ListOptions{All: true, Filters: k.dockerFilter()})
 	if err != nil {
 		t.Fatalf("docker ps: %v", err)
 	}
@@ -526,22 +534,11 @@ func (k *kubeletPods) checkNothingLeftOf(t testing.TB, d *Daemon, n *ownCNI, pod
 		report("Docker containers of the namespace", names)
 	}
 	for _, pod := range pods {
-		if byName := podContainers(t, pod.Metadata); len(byName) > 0 {
+		if byName := k.podContainers(t, pod.Metadata); len(byName) > 0 {
 			report("Docker containers named after pod "+pod.Metadata.Name, len(byName))
 		}
 	}
-	seen := map[string]bool{}
-	for _, id := range ids {
-		seen[id] = true
-	}
-	mine := func(id string) bool {
-		if seen[id] {
-			return true
-		}
-		c, err := suite.docker.ContainerInspect(ctx, id)
-		return err == nil && c.Config.Labels[podNamespaceLabel] == k.Namespace
-	}
-	if files := rootLeftovers(t, d, mine); len(files) > 0 {
+	if files := rootLeftovers(t, d); len(files) > 0 {
 		report("in the root directory", files)
 	}
 	if n != nil {
@@ -580,24 +577,33 @@ func metricsAddr(t testing.TB, d *Daemon) string {
 }
 
 // goroutineDump is /debug/pprof/goroutine?debug=1 of the daemon: its count (the first line,
-// "goroutine profile: total N") and the whole dump. The request closes its connection, so
-// that it leaves no goroutine of its own behind.
+// "goroutine profile: total N") and the whole dump.
 func goroutineDump(t testing.TB, addr string) (int, string) {
 	t.Helper()
+	n, dump, err := fetchGoroutines(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n, dump
+}
+
+// fetchGoroutines reads the goroutine profile. The request closes its connection, so that it
+// leaves no goroutine of its own behind.
+func fetchGoroutines(addr string) (int, string, error) {
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	resp, err := client.Get("http://" + addr + "/debug/pprof/goroutine?debug=1")
 	if err != nil {
-		t.Fatalf("goroutine profile: %v", err)
+		return 0, "", fmt.Errorf("goroutine profile: %w", err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatalf("goroutine profile: %v", err)
+		return 0, "", fmt.Errorf("goroutine profile: %w", err)
 	}
-	first, _, _ := bufio.NewReader(strings.NewReader(string(body))).ReadLine()
-	n, err := strconv.Atoi(strings.TrimPrefix(string(first), "goroutine profile: total "))
+	first, _, _ := strings.Cut(string(body), "\n")
+	n, err := strconv.Atoi(strings.TrimPrefix(first, "goroutine profile: total "))
 	if err != nil {
-		t.Fatalf("goroutine profile: first line %q", first)
+		return 0, "", fmt.Errorf("goroutine profile: first line %q", first)
 	}
-	return n, string(body)
+	return n, string(body), nil
 }
