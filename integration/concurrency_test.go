@@ -96,9 +96,7 @@ func settledGoroutines(t *testing.T, addr string) (int, string) {
 }
 
 func TestConcurrentRunAndRemovalOf100PodsLeavesNothing(t *testing.T) {
-	// A dockerd of the test's own (of the run's engine), as for the fault test: no other
-	// daemon's followers write these pods' log files, and the goroutines are these pods' alone.
-	pd := StartPrivateDockerdWith(t, PrivateDockerdOptions{Docker29: sharedEngineMajor(t) >= 29}, busyboxImage, pauseImage)
+	pd := ownDockerd(t)
 	n := newOwnCNI(t, "conc")
 	k := newKubeletPods(t, "conc", pd.Client)
 	d := StartDaemon(t, "--docker-endpoint", pd.Host, "--network-plugin=cni", "--cni-conf-dir", n.ConfDir, "--cni-bin-dir", cniBinDir, "--metrics-bind-addr", "127.0.0.1:0")

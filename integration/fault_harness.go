@@ -83,6 +83,20 @@ func processGroup(pgid int) []string {
 	return out
 }
 
+// ownDockerd starts a dockerd of the test's own, of the run's engine (Docker 29 on the Docker 29
+// run), with the test images. The fault and concurrency tests need one: a daemon resumes the
+// logs of every CRI container of its engine at each start, so on the shared engine its restarts
+// would write other tests' log files (and other tests' daemons these pods' files), and its
+// goroutines would follow other tests' containers.
+func ownDockerd(t *testing.T) *PrivateDockerd {
+	t.Helper()
+	pd := StartPrivateDockerdWith(t, PrivateDockerdOptions{Docker29: sharedEngineMajor(t) >= 29}, busyboxImage, pauseImage)
+	if v, err := pd.Client.ServerVersion(t.Context()); err == nil {
+		t.Logf("private dockerd: Docker %s, API %s", v.Version, v.APIVersion)
+	}
+	return pd
+}
+
 // kubelet's labels on every sandbox and container it makes.
 const (
 	podNameLabel      = "io.kubernetes.pod.name"

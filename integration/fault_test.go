@@ -250,10 +250,7 @@ func TestSIGKILLAtRandomPointsOfPodLifecyclesLeavesNothing(t *testing.T) {
 		plans[i].frac, plans[i].kubeletOrder = r.Float64(), r.IntN(2) == 0
 	}
 
-	// A dockerd of the test's own (of the run's engine): a daemon resumes the logs of every CRI
-	// container of its engine at each start, so on the shared engine its restarts would write
-	// other tests' log files, and theirs this test's.
-	pd := StartPrivateDockerdWith(t, PrivateDockerdOptions{Docker29: sharedEngineMajor(t) >= 29}, busyboxImage, pauseImage)
+	pd := ownDockerd(t)
 	n := newOwnCNI(t, "kill")
 	pods := newKubeletPods(t, "kill", pd.Client)
 	d := NewDaemon(t, "--docker-endpoint", pd.Host, "--network-plugin=cni", "--cni-conf-dir", n.ConfDir, "--cni-bin-dir", cniBinDir)
