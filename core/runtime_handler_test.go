@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -260,4 +262,50 @@ func TestStatusHandlersAreAsFreshAsRuntimeInfoMaxAge(t *testing.T) {
 	if got := handlers(); !strings.Contains(got, "kata") {
 		t.Errorf("handlers %q after RuntimeInfoMaxAge: the runtime added to Docker is missing", got)
 	}
+}
+
+// A runtime named without a path is looked up in our PATH, which may not be Docker's: one we
+// cannot find is not judged; an absolute path is.
+func TestRuntimePathProblemJudgesOnlyWhatItCanSee(t *testing.T) {
+	dir := t.TempDir()
+	notExec := filepath.Join(dir, "runtime")
+	if err := os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{
+		"cri-dockerd-test-no-such-runtime": "",
+		filepath.Join(dir, "missing"):      "does not exist",
+		dir:                                "is a directory",
+		notExec:                            "is not executable",
+	} {
+		got := runtimePathProblem(path)
+		if want == "" && got != "" || want != "" && !strings.Contains(got, want) {
+			t.Errorf("runtimePathProblem(%q) = %q, want %q", path, got, want)
+		}
+	}
+}
+
+// A sandbox that another cri-dockerd made after our start is found with one list, and its
+// containers get its runtime; an ID prefix that matches no sandbox is NotFound.
+func TestSandboxMadeAfterOurStartIsLookedUpOnce(t *testing.T) {
+	fake := libdocker.NewFake()
+	fake.AddRuntime("kata", "/usr/bin/kata-runtime")
+	ours := newTestService(t, fake, Options{})
+	other := newTestService(t, fake, Options{})
+	podID, podCfg := runPod(t, other, "p", "kata")
+	fake.ResetCalls()
+	id := createContainer(t, ours, podID, podCfg, "c1")
+	if got := dockerRuntimeOf(t, fake, id); got != "kata" {
+		t.Errorf("container of a sandbox made after our start got runtime %q, want kata", got)
+	}
+	if n := fake.Calls("ListContainers"); n != 1 {
+		t.Errorf("%d lists to find the sandbox, want 1", n)
+	}
+	fake.ResetCalls()
+	createContainer(t, ours, podID, podCfg, "c2")
+	if n := fake.Calls("ListContainers"); n != 0 {
+		t.Errorf("%d lists for the second container, want 0: the sandbox is known now", n)
+	}
+	_, err := ours.CreateContainer(context.Background(), &runtimeapi.CreateContainerRequest{PodSandboxId: "0123456789ab", Config: containerConfig("c3"), SandboxConfig: podCfg})
+	wantCode(t, err, codes.NotFound)
 }

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/docker/docker/api/types/container"
 	"google.golang.org/grpc/codes"
@@ -253,5 +254,21 @@ func TestRestartKeepsTheNetworkOfARemovedSandboxWithContainersUntilItsStop(t *te
 	}
 	if files := checkpointFiles(t, root); len(files) != 0 {
 		t.Errorf("checkpoints left: %v", files)
+	}
+}
+
+// A sandbox known from the list at our start, then removed behind our back, keeps its
+// creation time (Docker lists seconds).
+func TestSandboxRemovedAfterARestartKeepsItsCreationTime(t *testing.T) {
+	fake := libdocker.NewFake()
+	s := newTestService(t, fake, Options{})
+	id, cfg := runPod(t, s, "a", "")
+	createContainer(t, s, id, cfg, "app")
+	created := sandboxStatus(t, s, id).CreatedAt
+	s2 := newTestService(t, fake, Options{})
+	removeBehindOurBack(t, fake, id)
+	st := sandboxStatus(t, s2, id)
+	if d := created - st.CreatedAt; d < 0 || d >= int64(time.Second) {
+		t.Errorf("created_at %d after the removal, want %d to the second", st.CreatedAt, created)
 	}
 }
