@@ -39,6 +39,7 @@ func (s *Service) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 	if libdocker.IsNotFound(err) && !errors.Is(err, libdocker.ErrRuntimeFailed) {
 		return nil, notFoundf("container %q not found", id)
 	}
+	s.reclaimFailedStart(ctx, c.ID, err)
 	// Only a failure costs a lookup of the pod's runtime, for the error message.
 	rt := podRuntime{}
 	if _, srt, found, _ := s.sandboxes.lookup(ctx, s.docker, c.Config.Labels[sandboxIDLabel]); found {

@@ -195,19 +195,21 @@ func unknownHandlerError(handler, dockerRuntime string, aliased bool, info *dock
 // runtimeFailure explains a create or start that failed inside the OCI runtime. Docker's own
 // message ("OCI runtime create failed: ... fork/exec /path: permission denied") names neither the
 // handler nor what is wrong, so look at the runtime's binary ourselves. When the binary looks
-// fine the cause lies elsewhere (capabilities, mounts...): Docker's message is then the answer,
-// with the handler added.
+// fine, the runtime's own words in Docker's text say what it or the kernel refused: the answer is
+// one line with the handler, the runtime, that cause (the runtime's words quoted) and the fix
+// where it is known. Docker's whole text goes to our log.
 func (s *Service) runtimeFailure(ctx context.Context, err error, what string, rt podRuntime) error {
 	if !errors.Is(err, libdocker.ErrRuntimeFailed) {
 		return dockerError(err, "%s", what)
 	}
 	name := rt.DockerRuntime
-	cause := ""
+	path, cause := "", ""
 	if info, ierr := s.runtimes.get(ctx); ierr == nil {
 		if name == "" {
 			name = info.DefaultRuntime
 		}
 		if r, ok := info.Runtimes[name]; ok && r.Path != "" {
+			path = r.Path
 			cause = runtimePathProblem(r.Path)
 		}
 	}
@@ -215,11 +217,133 @@ func (s *Service) runtimeFailure(ctx context.Context, err error, what string, rt
 	if handler == "" {
 		handler = "(default)"
 	}
-	if cause == "" {
-		return dockerError(err, "%s (runtime handler %q, Docker runtime %q)", what, handler, name)
+	if cause != "" {
+		return status.Errorf(codes.FailedPrecondition, "%s: runtime handler %q (Docker runtime %q) cannot run containers: %s; fix the runtime's entry in /etc/docker/daemon.json and reload dockerd",
+			what, handler, name, cause)
 	}
-	return status.Errorf(codes.FailedPrecondition, "%s: runtime handler %q (Docker runtime %q) cannot run containers: %s; fix the runtime's entry in /etc/docker/daemon.json and reload dockerd",
-		what, handler, name, cause)
+	s.log.WithFields(map[string]any{"handler": handler, "docker_runtime": name}).Warnf("%s: Docker: %v", what, err)
+	runtime := fmt.Sprintf("Docker runtime %q", name)
+	if path != "" {
+		runtime += ", " + path
+	}
+	r := explainRuntimeError(err.Error(), func() string { return cgroupV2Controllers(unifiedCgroupRoot) })
+	msg := fmt.Sprintf("%s: runtime handler %q (%s): %s", what, handler, runtime, r.cause)
+	if r.fix != "" {
+		msg += "; " + r.fix
+	}
+	return status.Error(codes.FailedPrecondition, msg)
+}
+
+// refusal is what a runtime or the kernel refused, and the fix when it is known.
+type refusal struct {
+	cause string
+	fix   string
+}
+
+// refusals read the runtime's own words in Docker's error text. Each pattern comes from a
+// message captured from the runtime (runtime_failure_test.go holds them verbatim); the first
+// match wins. Each cause quotes the runtime's words, so that they can still be searched for.
+var refusals = []struct {
+	re      *regexp.Regexp
+	explain func(m []string, v2Controllers func() string) refusal
+}{
+	// gVisor, --network=sandbox (its default): runsc releases before the fix of gVisor issue
+	// 10704 take /proc/sys/net/core/rmem_default for a sign of the host's namespace, and Linux
+	// 6.x kernels have it in every network namespace.
+	{regexp.MustCompile(`cannot run with network enabled in root network namespace`), func([]string, func() string) refusal {
+		return refusal{
+			cause: `gVisor's --network=sandbox took the pod's network namespace for the host's ("cannot run with network enabled in root network namespace": runsc releases without the fix of gVisor issue 10704 do so for every namespace on Linux 6.x kernels)`,
+			fix:   `give the runtime "runtimeArgs": ["--network=host"] in /etc/docker/daemon.json and reload dockerd (kill -HUP)`,
+		}
+	}},
+	{regexp.MustCompile(`cgroups in hybrid mode not supported, drop all controllers from cgroupv2`), func(_ []string, v2Controllers func() string) refusal {
+		cause := `crun refuses this node's cgroups ("cgroups in hybrid mode not supported, drop all controllers from cgroupv2"): cgroup v1 with controllers on the cgroup v2 hierarchy too`
+		if c := v2Controllers(); c != "" {
+			cause += " (" + unifiedCgroupRoot + ": " + c + ")"
+		}
+		return refusal{cause: cause, fix: "boot the node with cgroup v2 alone (systemd.unified_cgroup_hierarchy=1) or with no controller on cgroup v2, or run these pods on runc"}
+	}},
+	{regexp.MustCompile(`OCI runtime create failed: unknown version specified`), func([]string, func() string) refusal {
+		return refusal{cause: `the runtime does not know the version of the OCI spec this Docker writes ("unknown version specified": crun 1.8 says so of Docker 29's 1.3.0)`, fix: "install a newer release of the runtime"}
+	}},
+	{regexp.MustCompile(`exec: "([^"]*)": executable file not found in \$PATH`), func(m []string, _ func() string) refusal {
+		return refusal{cause: fmt.Sprintf(`the container's command %q is not in the image's $PATH ("executable file not found in $PATH")`, m[1]), fix: "fix the container's command or the image's entrypoint"}
+	}},
+	{regexp.MustCompile(`exec: "([^"]*)": stat [^:]*: no such file or directory`), func(m []string, _ func() string) refusal {
+		return refusal{cause: fmt.Sprintf(`the container's command %q does not exist in the image ("no such file or directory")`, m[1]), fix: "fix the container's command or the image's entrypoint"}
+	}},
+	{regexp.MustCompile(`exec: "([^"]*)": (is a directory: )?permission denied`), func(m []string, _ func() string) refusal {
+		return refusal{cause: fmt.Sprintf(`the container's command %q cannot be executed ("permission denied": a directory, or a file without the execute bit)`, m[1]), fix: "fix the container's command or the image's entrypoint"}
+	}},
+	{regexp.MustCompile(`unable to apply caps: operation not permitted`), func([]string, func() string) refusal {
+		return refusal{cause: `the node cannot grant the capabilities the container asks for ("unable to apply caps: operation not permitted"): privileged, or added capabilities beyond the node's bounding set, as under rootless or nested Docker`}
+	}},
+	{regexp.MustCompile(`failed to update /proc/self/oom_score_adj: Permission denied`), func([]string, func() string) refusal {
+		return refusal{cause: `the node cannot give the container its negative oom_score_adj ("failed to update /proc/self/oom_score_adj: Permission denied"): it lacks CAP_SYS_RESOURCE, as under rootless or nested Docker`}
+	}},
+	{regexp.MustCompile(`can't get final child's PID from pipe: EOF`), func([]string, func() string) refusal {
+		return refusal{cause: `runc's init process died before the container started ("can't get final child's PID from pipe: EOF"), as it does for a negative oom_score_adj on a node without CAP_SYS_RESOURCE (rootless or nested Docker)`}
+	}},
+	// The sysctl's file: /proc/sys/a/b (runc 1.1), or "sysctl a.b file" (runc 1.2+).
+	{regexp.MustCompile(`open (?:/proc/sys/([^\s:]+)|sysctl (\S+) file): .*no such file or directory`), func(m []string, _ func() string) refusal {
+		name := m[2]
+		if name == "" {
+			name = strings.ReplaceAll(m[1], "/", ".")
+		}
+		return refusal{cause: fmt.Sprintf(`the kernel has no sysctl %s in the pod's namespaces ("no such file or directory")`, name), fix: "remove it from the pod's securityContext.sysctls"}
+	}},
+	{regexp.MustCompile(`error mounting "([^"]*)" to rootfs at "([^"]*)".*: not a directory`), func(m []string, _ func() string) refusal {
+		return refusal{cause: fmt.Sprintf(`the mount of %q at %q puts a file onto a directory or a directory onto a file ("not a directory")`, m[1], m[2]), fix: "check the volume's host path and the mount path"}
+	}},
+}
+
+// dockerErrorPrefixes are the layers of Docker's, containerd's and runc's own wording around
+// a runtime's message, outermost first.
+var dockerErrorPrefixes = []string{
+	"Error response from daemon: ",
+	"failed to create task for container: ",
+	"failed to create shim task: ",
+	"OCI runtime create failed: ",
+	"OCI runtime start failed: ",
+	"runc create failed: ",
+	"unable to start container process: ",
+	"error during container init: ",
+}
+
+// explainRuntimeError says what a runtime or the kernel refused, from Docker's error text.
+// Without a known refusal, the cause is the runtime's innermost message, without the layers
+// Docker, containerd and runc put around it.
+func explainRuntimeError(msg string, v2Controllers func() string) refusal {
+	for _, r := range refusals {
+		if m := r.re.FindStringSubmatch(msg); m != nil {
+			return r.explain(m, v2Controllers)
+		}
+	}
+	inner := strings.TrimSpace(msg)
+	for stripped := true; stripped; {
+		stripped = false
+		for _, p := range dockerErrorPrefixes {
+			if rest, ok := strings.CutPrefix(inner, p); ok {
+				inner, stripped = rest, true
+			}
+		}
+	}
+	inner = strings.TrimSuffix(inner, ": unknown")
+	return refusal{cause: "the runtime failed: " + strings.Join(strings.Fields(inner), " ")}
+}
+
+// unifiedCgroupRoot is where a cgroup v1 node mounts the cgroup v2 hierarchy (systemd's hybrid
+// layout).
+const unifiedCgroupRoot = "/sys/fs/cgroup/unified"
+
+// cgroupV2Controllers lists the controllers enabled on the cgroup v2 hierarchy mounted at root
+// (what crun's hybrid-mode refusal is about), "" when there is none or no such mount.
+func cgroupV2Controllers(root string) string {
+	b, err := os.ReadFile(filepath.Join(root, "cgroup.controllers"))
+	if err != nil {
+		return ""
+	}
+	return strings.Join(strings.Fields(string(b)), " ")
 }
 
 // runtimePathProblem says what is wrong with a runtime binary, from this node's point of view.
