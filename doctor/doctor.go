@@ -1,6 +1,6 @@
-// Package doctor checks a node for what cri-dockerd needs: Docker and its runtimes, the
-// runtime handler aliases, the pod infra image, CNI, the CRI socket and OOM score limits. Each
-// check is one line a node admin can act on.
+// Package doctor checks a node for what cri-dockerd needs: Docker and its runtimes (gVisor's
+// network mode among them), the runtime handler aliases, the pod infra image, CNI, the CRI
+// socket and OOM score limits. Each check is one line a node admin can act on.
 package doctor
 
 import (
@@ -76,7 +76,7 @@ func Run(ctx context.Context, docker libdocker.Client, cfg *config.Config) []Che
 	}
 	add("cgroup driver", OK, "%s (cgroup v%s); the kubelet's cgroupDriver must be %s too", info.CgroupDriver, cgroupVersion(info), info.CgroupDriver)
 
-	checks = append(checks, runtimeChecks(info)...)
+	checks = append(checks, besideRuntimes(runtimeChecks(info), gvisorChecks(info, cfg.NetworkPlugin, hostGVisorProbes()))...)
 	checks = append(checks, aliasChecks(info, api, cfg.RuntimeHandlerAliases)...)
 	checks = append(checks, privilegedChecks(info, cfg)...)
 
