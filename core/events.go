@@ -321,6 +321,14 @@ func (b *eventBroker) handle(ctx context.Context, m events.Message) error {
 	return b.send(ctx, m.Actor.ID, typ, k, at, attrs)
 }
 
+// directDocker is the Docker client behind the container store, if one is in front of docker.
+func directDocker(docker libdocker.Client) libdocker.Client {
+	if d, ok := docker.(interface{ Docker() libdocker.Client }); ok {
+		return d.Docker()
+	}
+	return docker
+}
+
 // actionOfState is the Docker event that leads to a listed state, for sandboxIndex.observe.
 func actionOfState(st runtimeapi.ContainerState) string {
 	switch st {
@@ -348,7 +356,8 @@ func (b *eventBroker) send(ctx context.Context, id string, typ runtimeapi.Contai
 // relist compares Docker's containers with what the watcher knew and, when report is set,
 // reports every difference as the event that would have told it.
 func (b *eventBroker) relist(ctx context.Context, report bool) error {
-	list, err := b.s.docker.ListContainers(ctx, container.ListOptions{All: true, Filters: libdocker.LabelFilter(containerTypeLabel)})
+	// From Docker itself: the store in front of it may not have seen the outage yet.
+	list, err := directDocker(b.s.docker).ListContainers(ctx, container.ListOptions{All: true, Filters: libdocker.LabelFilter(containerTypeLabel)})
 	if err != nil {
 		return err
 	}
@@ -460,6 +469,15 @@ func (b *eventBroker) publish(ctx context.Context, id string, typ runtimeapi.Con
 	}
 	ctx, cancel := context.WithTimeout(ctx, eventBuildTimeout)
 	defer cancel()
+	// The container store (package store) follows Docker's events on a stream of its own:
+	// bring it up to this event before the statuses are read from it.
+	if r, ok := b.s.docker.(interface {
+		Refresh(context.Context, string) error
+	}); ok {
+		if err := r.Refresh(ctx, id); err != nil {
+			return err
+		}
+	}
 	ev := &runtimeapi.ContainerEventResponse{ContainerId: id, ContainerEventType: typ, CreatedAt: at.UnixNano()}
 	var err error
 	if ev.PodSandboxStatus, err = b.sandboxStatusOf(ctx, k.sandboxID, attrs, id == k.sandboxID); err != nil {

@@ -46,6 +46,7 @@ func (s *eventStream) Send(ev *runtimeapi.ContainerEventResponse) error {
 // openEvents starts GetContainerEvents and waits until it follows Docker's events.
 func openEvents(t *testing.T, s *Service) (*eventStream, <-chan error, context.CancelFunc) {
 	t.Helper()
+	caughtUp(t, s)
 	ctx, cancel := context.WithCancel(context.Background())
 	st := &eventStream{ctx: ctx, header: make(chan struct{}), events: make(chan *runtimeapi.ContainerEventResponse, 100)}
 	done := make(chan error, 1)
@@ -59,6 +60,33 @@ func openEvents(t *testing.T, s *Service) (*eventStream, <-chan error, context.C
 	}
 	t.Cleanup(cancel)
 	return st, done, cancel
+}
+
+// caughtUp waits (bounded) until the watcher, which follows Docker's events from the service's
+// start, has handled the events of what exists now: a stream opened before would get the late
+// ones as changes it missed (the kubelet would just relist; the tests count events exactly).
+func caughtUp(t *testing.T, s *Service) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+		list, err := s.docker.ListContainers(context.Background(), container.ListOptions{All: true, Filters: libdocker.LabelFilter(containerTypeLabel)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.events.mu.Lock()
+		done := len(s.events.known) == len(list)
+		for _, c := range list {
+			if k, ok := s.events.known[c.ID]; !ok || k.state != containerState(c.State) {
+				done = false
+			}
+		}
+		s.events.mu.Unlock()
+		if done {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the event watcher has not caught up with Docker within 5 s")
+		}
+	}
 }
 
 // nextEvent waits for the next event and checks its container and type.

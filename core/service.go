@@ -184,6 +184,13 @@ func New(ctx context.Context, docker libdocker.Client, opts Options) (*Service, 
 		return nil, fmt.Errorf("resume container logs: %w", err)
 	}
 	s.events.start()
+	// Until its first list, the watcher would miss a sandbox removed now (see sandboxIndex.observe).
+	select {
+	case <-s.events.ready:
+	case <-ctx.Done():
+	case <-time.After(5 * time.Second):
+		s.log.Warn("not following Docker's events yet; continuing")
+	}
 	return s, nil
 }
 

@@ -47,15 +47,25 @@ func podWithRemovedPause(t *testing.T, d *Daemon, cfg *runtimeapi.PodSandboxConf
 	return ctr
 }
 
-// checkNothingLeft checks that the pod left no container, checkpoint, pin or log record.
-func checkNothingLeft(t *testing.T, d *Daemon, cfg *runtimeapi.PodSandboxConfig, id string) {
+// checkNothingLeft checks that the pod (sandbox id, containers ctrs) left no container,
+// checkpoint, pin or log record.
+func checkNothingLeft(t *testing.T, d *Daemon, cfg *runtimeapi.PodSandboxConfig, id string, ctrs ...string) {
 	t.Helper()
 	if list := podContainers(t, cfg.Metadata); len(list) != 0 {
 		t.Errorf("%d Docker containers of the pod left, want none", len(list))
 	}
-	for _, dir := range []string{"sandboxes", "netns", "containerlogs"} {
+	for _, dir := range []string{"sandboxes", "netns"} {
 		if files := filesUnder(t, d, dir); len(files) != 0 {
 			t.Errorf("files left in %s: %v", dir, files)
+		}
+	}
+	// The pod's log records only: a start resumes the logs of every CRI container of the
+	// engine, other tests' (or other CI jobs') included.
+	for _, f := range filesUnder(t, d, "containerlogs") {
+		for _, own := range append([]string{id}, ctrs...) {
+			if strings.HasPrefix(f, own) {
+				t.Errorf("log record left in containerlogs: %s", f)
+			}
 		}
 	}
 	_, err := d.Runtime.PodSandboxStatus(t.Context(), &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id})
@@ -85,7 +95,7 @@ func crictlRmpOfAPodWhosePauseContainerWasRemoved(t *testing.T, crictl string, r
 	cfg := newPodConfig(t, "gone")
 	id := runCNIPod(t, d, cfg)
 	ip := sandboxIP(t, d, id)
-	podWithRemovedPause(t, d, cfg, id)
+	ctr := podWithRemovedPause(t, d, cfg, id)
 	if restart {
 		d.Restart()
 	}
@@ -119,7 +129,7 @@ func crictlRmpOfAPodWhosePauseContainerWasRemoved(t *testing.T, crictl string, r
 	if out := run("rmp", id[:12]); !strings.Contains(out, "Removed sandbox") {
 		t.Errorf("crictl rmp: %s", out)
 	}
-	checkNothingLeft(t, d, cfg, id)
+	checkNothingLeft(t, d, cfg, id, ctr)
 	if got := leases(t, cniNetwork, id); len(got) != 0 {
 		t.Errorf("IP leases left: %v", got)
 	}
@@ -153,7 +163,7 @@ func TestStopAndRemoveOfAPodWhosePauseContainerWasRemoved(t *testing.T) {
 	if _, err := d.Runtime.RemovePodSandbox(t.Context(), &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id}); err != nil {
 		t.Fatalf("RemovePodSandbox: %v", err)
 	}
-	checkNothingLeft(t, d, cfg, id)
+	checkNothingLeft(t, d, cfg, id, ctr)
 	list, err = d.Runtime.ListPodSandbox(t.Context(), &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{LabelSelector: cfg.Labels}})
 	if err != nil || len(list.Items) != 0 {
 		t.Errorf("ListPodSandbox after the removal = %v, %v; want nothing", list.GetItems(), err)

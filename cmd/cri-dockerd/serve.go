@@ -28,6 +28,7 @@ import (
 	"github.com/cri-dockerd/cri-dockerd/metrics"
 	"github.com/cri-dockerd/cri-dockerd/network"
 	"github.com/cri-dockerd/cri-dockerd/runtimecgroups"
+	"github.com/cri-dockerd/cri-dockerd/store"
 	"github.com/cri-dockerd/cri-dockerd/streaming"
 	"github.com/cri-dockerd/cri-dockerd/supervise"
 )
@@ -64,6 +65,15 @@ func serve(ctx context.Context, cfg *config.Config) error {
 	if err := docker.Ping(startCtx); err != nil {
 		return fmt.Errorf("docker at %s is not reachable: %w", cfg.DockerEndpoint, err)
 	}
+	// Sandboxes and containers in memory, kept current by Docker's events: the kubelet's
+	// relists and status calls cost Docker nothing. Filled before the socket serves.
+	containers := store.Wrap(docker, store.Options{Label: core.TrackedLabel, Logger: log})
+	if err := containers.Start(startCtx, time.Second); err != nil {
+		return fmt.Errorf("read the containers of docker at %s: %w", cfg.DockerEndpoint, err)
+	}
+	defer containers.Close()
+	log.WithField("containers", containers.Len()).Debug("container store filled from docker")
+	docker = containers
 	streamOpts := streaming.Options{BindAddr: cfg.StreamingBindAddr, Docker: docker, Logger: log}
 	if m != nil {
 		streamOpts.OnSession = func(kind string, delta int) { m.StreamingSessions.WithLabelValues(kind).Add(float64(delta)) }

@@ -1,0 +1,644 @@
+// Package store keeps in memory what Docker says of cri-dockerd's containers (sandboxes and
+// their containers), so that the CRI's lists and status calls (the kubelet's relist every
+// second) are answered without a Docker round trip. It is a libdocker.Client: Wrap puts it in
+// front of the real client, and every call goes on to Docker except the reads it can answer.
+//
+// What it holds is exactly what Docker answered, never a state of its own making: each entry is
+// the container's last inspect, taken again
+//   - after each of our own calls that changes a container (create, start, stop, update, remove),
+//     before that call returns, so that a caller reads its own writes;
+//   - after each Docker event for it (a container exiting on its own, `docker rm -f`, an OOM kill),
+//     within milliseconds of the event;
+//   - for every container after the event stream broke (dockerd restarted), from a full relist;
+//     until that relist is done, every read goes to Docker.
+//
+// Reads the store does not know how to answer go to Docker too: an inspect by name or by ID
+// prefix, a container it does not track, a list with a filter other than label and id.
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/events"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
+	"github.com/sirupsen/logrus"
+
+	"github.com/cri-dockerd/cri-dockerd/libdocker"
+)
+
+// Store is a libdocker.Client whose container reads come from memory once it is synced.
+type Store struct {
+	libdocker.Client
+	// label is the key every tracked container carries (io.kubernetes.docker.type).
+	label string
+	log   *logrus.Entry
+
+	mu      sync.RWMutex
+	entries map[string]*entry
+	synced  bool
+
+	// refreshing serialises the inspects of one container: the later of two inspects always
+	// sees a later Docker state, so the entry never goes back in time.
+	refreshing keyedLocks
+	images     imageCache
+
+	// kick asks the follower to relist (a refresh after our own call failed).
+	kick    chan struct{}
+	stop    chan struct{}
+	done    chan struct{}
+	started atomic.Bool
+	// Counters for tests and metrics.
+	hits, misses atomic.Int64
+}
+
+// entry is one container as Docker last described it: the inspect (as Docker's JSON, decoded
+// afresh for each reader, who may change it) and the list item made from it.
+type entry struct {
+	raw     []byte
+	summary container.Summary
+}
+
+// Options configure a Store.
+type Options struct {
+	// Label is the key of the label that marks the containers to track.
+	Label string
+	// Logger receives the store's warnings; nil discards them.
+	Logger *logrus.Entry
+	// ResyncBackoff bounds the wait between two attempts to follow Docker's events again
+	// (default 1 s); while dockerd is down, the store asks every 100 ms whether it is back.
+	ResyncBackoff time.Duration
+}
+
+// Wrap returns a Store in front of docker. It answers from Docker alone until Start has synced it.
+func Wrap(docker libdocker.Client, opts Options) *Store {
+	log := opts.Logger
+	if log == nil {
+		discard := logrus.New()
+		discard.SetOutput(noWriter{})
+		log = logrus.NewEntry(discard)
+	}
+	return &Store{
+		Client: docker, label: opts.Label, log: log.WithField("component", "store"),
+		entries: map[string]*entry{}, stop: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1),
+		images: imageCache{byID: map[string]*image.InspectResponse{}},
+	}
+}
+
+type noWriter struct{}
+
+func (noWriter) Write(p []byte) (int, error) { return len(p), nil }
+
+// Docker is the client the store is in front of, for a caller that must not read memory.
+func (s *Store) Docker() libdocker.Client { return s.Client }
+
+// Synced reports whether reads are answered from memory.
+func (s *Store) Synced() bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.synced
+}
+
+// Len is the number of containers tracked.
+func (s *Store) Len() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.entries)
+}
+
+// Hits and Misses count the container reads answered from memory and from Docker.
+func (s *Store) Hits() int64   { return s.hits.Load() }
+func (s *Store) Misses() int64 { return s.misses.Load() }
+
+// Start follows Docker's events and fills the store from a full list; it returns once the
+// store is synced, or with the error of the first attempt (the store then keeps trying in the
+// background, and reads go to Docker until it succeeds). Close stops it.
+func (s *Store) Start(ctx context.Context, backoff time.Duration) error {
+	if !s.started.CompareAndSwap(false, true) {
+		return errors.New("store: started twice")
+	}
+	if backoff <= 0 {
+		backoff = time.Second
+	}
+	first := make(chan error, 1)
+	go s.run(backoff, first)
+	select {
+	case err := <-first:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close stops following Docker's events; reads go to Docker from then on.
+func (s *Store) Close() {
+	if !s.started.Load() {
+		return
+	}
+	select {
+	case <-s.stop:
+	default:
+		close(s.stop)
+	}
+	<-s.done
+}
+
+// eventActions are the container events after which a container is inspected again: those
+// that change what an inspect shows. exec_*, attach, resize, top and the like do not.
+var eventActions = map[events.Action]bool{
+	events.ActionCreate: true, events.ActionStart: true, events.ActionRestart: true,
+	events.ActionDie: true, events.ActionOOM: true, events.ActionPause: true,
+	events.ActionUnPause: true, events.ActionRename: true, events.ActionUpdate: true,
+	events.ActionDestroy: true,
+}
+
+// run follows Docker's events for as long as the store lives: after each (re)connection it
+// relists everything, and it marks the store unsynced whenever the stream breaks.
+func (s *Store) run(backoff time.Duration, first chan<- error) {
+	defer close(s.done)
+	life, end := context.WithCancel(context.Background())
+	defer end()
+	go func() {
+		select {
+		case <-s.stop:
+		case <-life.Done():
+		}
+		end()
+	}()
+	reported := false
+	report := func(err error) {
+		if !reported {
+			reported = true
+			first <- err
+		}
+	}
+	for {
+		ctx, cancel := context.WithCancel(life)
+		// Subscribe first, then list: nothing falls between the two.
+		msgs, errs := s.Client.Events(ctx, events.ListOptions{Filters: filters.NewArgs(
+			filters.Arg("type", string(events.ContainerEventType)), filters.Arg("label", s.label))})
+		// Images apart: a label filter would drop their events.
+		imgMsgs, imgErrs := s.Client.Events(ctx, events.ListOptions{Filters: filters.NewArgs(
+			filters.Arg("type", string(events.ImageEventType)))})
+		err := s.resync(ctx)
+		report(err)
+		if err == nil {
+			err = s.follow(ctx, msgs, errs, imgMsgs, imgErrs)
+		}
+		cancel()
+		s.setSynced(false)
+		select {
+		case <-s.stop:
+			return
+		default:
+		}
+		s.log.Warnf("reads go to Docker until its events are followed again: %v", err)
+		if libdocker.RetryWait(life, s.Client.Ping, 100*time.Millisecond, backoff) != nil {
+			return
+		}
+	}
+}
+
+// follow refreshes the containers Docker's events name until the stream ends.
+func (s *Store) follow(ctx context.Context, msgs <-chan events.Message, errs <-chan error, imgMsgs <-chan events.Message, imgErrs <-chan error) error {
+	for {
+		select {
+		case <-imgMsgs:
+			s.images.clear() // a pull, tag, untag, delete or load may change any image's digests
+		case err, ok := <-imgErrs:
+			if !ok || err == nil {
+				return errors.New("Docker's image event stream ended")
+			}
+			return err
+		case <-s.kick:
+			return errors.New("a refresh after our own call failed")
+		case m := <-msgs:
+			if !eventActions[m.Action] || m.Actor.ID == "" {
+				continue
+			}
+			if err := s.Refresh(ctx, m.Actor.ID); err != nil {
+				return fmt.Errorf("refresh %.12s after its %s event: %w", m.Actor.ID, m.Action, err)
+			}
+		case err, ok := <-errs:
+			if !ok || err == nil {
+				return errors.New("Docker's event stream ended")
+			}
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// resync lists every tracked container and inspects each, then marks the store synced.
+func (s *Store) resync(ctx context.Context) error {
+	list, err := s.Client.ListContainers(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", s.label))})
+	if err != nil {
+		return fmt.Errorf("list containers: %w", err)
+	}
+	present := make(map[string]bool, len(list))
+	work := make(chan string)
+	var wg sync.WaitGroup
+	var failed atomic.Pointer[error]
+	for range min(16, len(list)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for id := range work {
+				if err := s.Refresh(ctx, id); err != nil {
+					failed.CompareAndSwap(nil, &err)
+				}
+			}
+		}()
+	}
+	for _, c := range list {
+		present[c.ID] = true
+		work <- c.ID
+	}
+	close(work)
+	wg.Wait()
+	if err := failed.Load(); err != nil {
+		return *err
+	}
+	s.mu.Lock()
+	for id := range s.entries {
+		if !present[id] {
+			// Gone while the stream was away (its refresh would find it gone too, unless it
+			// was created since the list: then its create event refreshes it again).
+			s.mu.Unlock()
+			if err := s.Refresh(ctx, id); err != nil {
+				return err
+			}
+			s.mu.Lock()
+		}
+	}
+	s.synced = true
+	s.mu.Unlock()
+	s.images.clear()
+	return nil
+}
+
+func (s *Store) setSynced(v bool) {
+	s.mu.Lock()
+	s.synced = v
+	s.mu.Unlock()
+}
+
+// Refresh inspects container id again and stores what Docker says: the new state, or its
+// removal. It fails only when Docker could not be asked.
+func (s *Store) Refresh(ctx context.Context, id string) error {
+	unlock := s.refreshing.lock(id)
+	defer unlock()
+	c, err := s.Client.InspectContainer(ctx, id)
+	if libdocker.IsNotFound(err) {
+		s.mu.Lock()
+		delete(s.entries, id)
+		s.mu.Unlock()
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if c.Config == nil || c.Config.Labels[s.label] == "" {
+		return nil // not one of ours
+	}
+	raw, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	e := &entry{raw: raw, summary: summaryOf(c)}
+	s.mu.Lock()
+	s.entries[c.ID] = e
+	s.mu.Unlock()
+	return nil
+}
+
+// forget drops container id (removed by our own call).
+func (s *Store) forget(id string) {
+	unlock := s.refreshing.lock(id)
+	defer unlock()
+	s.mu.Lock()
+	delete(s.entries, id)
+	s.mu.Unlock()
+}
+
+// summaryOf is the list item Docker's list would give for an inspected container.
+func summaryOf(c *container.InspectResponse) container.Summary {
+	sum := container.Summary{ID: c.ID, Names: []string{c.Name}, ImageID: c.Image}
+	if c.Config != nil {
+		sum.Image = c.Config.Image
+		sum.Labels = c.Config.Labels
+	}
+	if t, err := time.Parse(time.RFC3339Nano, c.Created); err == nil {
+		sum.Created = t.Unix()
+	}
+	if c.State != nil {
+		sum.State = c.State.Status
+	}
+	if c.HostConfig != nil {
+		sum.HostConfig.NetworkMode = string(c.HostConfig.NetworkMode)
+	}
+	if !strings.HasPrefix(c.Name, "/") {
+		sum.Names = []string{"/" + c.Name}
+	}
+	return sum
+}
+
+// isFullID reports whether id is a whole container ID (64 hex digits), as the kubelet sends
+// them; prefixes and names are left to Docker, whose rules (ambiguity) they follow.
+func isFullID(id string) bool {
+	if len(id) != 64 {
+		return false
+	}
+	for _, r := range id {
+		if (r < '0' || r > '9') && (r < 'a' || r > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// InspectContainer answers from memory for a tracked container named by its full ID.
+func (s *Store) InspectContainer(ctx context.Context, id string) (*container.InspectResponse, error) {
+	if isFullID(id) {
+		s.mu.RLock()
+		e, ok := s.entries[id]
+		synced := s.synced
+		s.mu.RUnlock()
+		if synced {
+			if !ok {
+				// Not ours, or gone: Docker says which (a docker run container is not tracked).
+				s.misses.Add(1)
+				return s.Client.InspectContainer(ctx, id)
+			}
+			var c container.InspectResponse
+			if err := json.Unmarshal(e.raw, &c); err == nil {
+				s.hits.Add(1)
+				return &c, nil
+			}
+		}
+	}
+	s.misses.Add(1)
+	return s.Client.InspectContainer(ctx, id)
+}
+
+// ListContainers answers from memory a list of all containers (All) filtered by labels of
+// ours and IDs, once synced; anything else goes to Docker.
+func (s *Store) ListContainers(ctx context.Context, opts container.ListOptions) ([]container.Summary, error) {
+	match, ok := s.matcher(opts)
+	if !ok {
+		s.misses.Add(1)
+		return s.Client.ListContainers(ctx, opts)
+	}
+	s.mu.RLock()
+	if !s.synced {
+		s.mu.RUnlock()
+		s.misses.Add(1)
+		return s.Client.ListContainers(ctx, opts)
+	}
+	out := make([]container.Summary, 0, len(s.entries))
+	for _, e := range s.entries {
+		if match(e.summary) {
+			out = append(out, e.summary)
+		}
+	}
+	s.mu.RUnlock()
+	s.hits.Add(1)
+	return out, nil
+}
+
+// matcher is the filter of opts as a function, when the store can answer it: all containers,
+// label filters that select only containers of ours, id filters (which Docker matches
+// anywhere in the ID).
+func (s *Store) matcher(opts container.ListOptions) (func(container.Summary) bool, bool) {
+	if !opts.All || opts.Size || opts.Latest || opts.Since != "" || opts.Before != "" || opts.Limit > 0 {
+		return nil, false
+	}
+	for _, key := range opts.Filters.Keys() {
+		if key != "label" && key != "id" {
+			return nil, false
+		}
+	}
+	labels := opts.Filters.Get("label")
+	ours := false
+	for _, l := range labels {
+		if k, _, _ := strings.Cut(l, "="); k == s.label {
+			ours = true
+		}
+	}
+	if !ours {
+		return nil, false // it may select containers we do not track
+	}
+	ids := opts.Filters.Get("id")
+	return func(c container.Summary) bool {
+		for _, l := range labels {
+			k, v, hasValue := strings.Cut(l, "=")
+			got, ok := c.Labels[k]
+			if !ok || (hasValue && got != v) {
+				return false
+			}
+		}
+		if len(ids) > 0 {
+			found := false
+			for _, id := range ids {
+				if strings.Contains(c.ID, id) {
+					found = true
+				}
+			}
+			if !found {
+				return false
+			}
+		}
+		return true
+	}, true
+}
+
+// The calls that change a container refresh it before they return.
+
+func (s *Store) CreateContainer(ctx context.Context, name string, cfg *container.Config, hc *container.HostConfig) (string, error) {
+	id, err := s.Client.CreateContainer(ctx, name, cfg, hc)
+	if err == nil {
+		s.refreshAfter(ctx, id)
+	}
+	return id, err
+}
+
+func (s *Store) StartContainer(ctx context.Context, id string) error {
+	err := s.Client.StartContainer(ctx, id)
+	s.refreshAfter(ctx, id) // a failed start changes the state too (its error)
+	return err
+}
+
+func (s *Store) StopContainer(ctx context.Context, id string, timeout time.Duration) error {
+	err := s.Client.StopContainer(ctx, id, timeout)
+	s.refreshAfter(ctx, id)
+	return err
+}
+
+func (s *Store) RemoveContainer(ctx context.Context, id string, opts container.RemoveOptions) error {
+	full := id
+	if !isFullID(id) {
+		// A prefix or a name: which container it is must be known before it is gone.
+		if c, err := s.Client.InspectContainer(ctx, id); err == nil {
+			full = c.ID
+		}
+	}
+	err := s.Client.RemoveContainer(ctx, id, opts)
+	if err == nil && isFullID(full) {
+		s.forget(full)
+		return nil
+	}
+	s.refreshAfter(ctx, full)
+	return err
+}
+
+func (s *Store) UpdateContainer(ctx context.Context, id string, update container.UpdateConfig) ([]string, error) {
+	warnings, err := s.Client.UpdateContainer(ctx, id, update)
+	if err == nil {
+		s.refreshAfter(ctx, id)
+	}
+	return warnings, err
+}
+
+// refreshAfter refreshes a container after our own call; should Docker not answer, the store
+// cannot vouch for it any more and goes back to Docker until a relist.
+func (s *Store) refreshAfter(ctx context.Context, id string) {
+	if !isFullID(id) {
+		// A prefix or a name: resolve it as Docker does, once.
+		c, err := s.Client.InspectContainer(context.WithoutCancel(ctx), id)
+		if err != nil {
+			if !libdocker.IsNotFound(err) {
+				s.unsync(err)
+			}
+			return
+		}
+		id = c.ID
+	}
+	if err := s.Refresh(context.WithoutCancel(ctx), id); err != nil {
+		s.unsync(err)
+	}
+}
+
+// unsync sends reads to Docker until the next relist; the event follower is restarted by
+// breaking its stream.
+func (s *Store) unsync(err error) {
+	s.mu.Lock()
+	was := s.synced
+	s.synced = false
+	s.mu.Unlock()
+	if was {
+		s.log.Warnf("reads go to Docker until the next relist: %v", err)
+	}
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// InspectImage answers an inspect by image ID (sha256:…, what containers carry) from memory,
+// once Docker answered it; Docker's image events clear the cache.
+func (s *Store) InspectImage(ctx context.Context, ref string) (*image.InspectResponse, error) {
+	if !isImageID(ref) || !s.Synced() {
+		return s.Client.InspectImage(ctx, ref)
+	}
+	if img, ok := s.images.get(ref); ok {
+		return img, nil
+	}
+	gen := s.images.generation()
+	img, err := s.Client.InspectImage(ctx, ref)
+	if err == nil {
+		s.images.put(ref, img, gen)
+	}
+	return img, err
+}
+
+func isImageID(ref string) bool {
+	return strings.HasPrefix(ref, "sha256:") && isFullID(strings.TrimPrefix(ref, "sha256:"))
+}
+
+// imageCache holds image inspects by ID. An entry is copied out to each reader; one that was
+// asked before the last clear is not stored (it may predate the event that cleared it).
+type imageCache struct {
+	mu   sync.Mutex
+	gen  uint64
+	byID map[string]*image.InspectResponse
+}
+
+func (c *imageCache) get(id string) (*image.InspectResponse, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	img, ok := c.byID[id]
+	if !ok {
+		return nil, false
+	}
+	cp := *img
+	cp.RepoTags = append([]string(nil), img.RepoTags...)
+	cp.RepoDigests = append([]string(nil), img.RepoDigests...)
+	return &cp, true
+}
+
+func (c *imageCache) generation() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.gen
+}
+
+func (c *imageCache) put(id string, img *image.InspectResponse, gen uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if gen == c.gen {
+		cp := *img
+		cp.RepoTags = append([]string(nil), img.RepoTags...)
+		cp.RepoDigests = append([]string(nil), img.RepoDigests...)
+		c.byID[id] = &cp
+	}
+}
+
+func (c *imageCache) clear() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	clear(c.byID)
+}
+
+// keyedLocks is one mutex per key, dropped when nobody holds or waits for it.
+type keyedLocks struct {
+	mu    sync.Mutex
+	locks map[string]*keyedLock
+}
+
+type keyedLock struct {
+	sync.Mutex
+	refs int
+}
+
+func (k *keyedLocks) lock(key string) (unlock func()) {
+	k.mu.Lock()
+	if k.locks == nil {
+		k.locks = map[string]*keyedLock{}
+	}
+	l := k.locks[key]
+	if l == nil {
+		l = &keyedLock{}
+		k.locks[key] = l
+	}
+	l.refs++
+	k.mu.Unlock()
+	l.Lock()
+	return func() {
+		l.Unlock()
+		k.mu.Lock()
+		if l.refs--; l.refs == 0 {
+			delete(k.locks, key)
+		}
+		k.mu.Unlock()
+	}
+}
