@@ -258,6 +258,26 @@ func (f *Fake) ExitContainer(idOrName string, code int) error {
 	return nil
 }
 
+// RestartingContainer makes a running container's process exit with code and leaves it as
+// Docker does while a restart policy waits to start it again: status "restarting", Running and
+// Restarting both true, no process. StopContainer ends that: the container is exited.
+func (f *Fake) RestartingContainer(idOrName string, code int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, err := f.lookupContainer(idOrName)
+	if err != nil {
+		return err
+	}
+	if !c.resp.State.Running {
+		return fmt.Errorf("libdocker.Fake: container %s is not running", idOrName)
+	}
+	c.setStopped(code)
+	f.emit(c, events.ActionDie, exitCodeAttr(code))
+	st := c.resp.State
+	st.Status, st.Running, st.Restarting = container.StateRestarting, true, true
+	return nil
+}
+
 // InjectError makes the next call of method (a Client method name, e.g. "StartContainer")
 // fail with err, without side effects. Errors queue, each is used once; the error goes through
 // the same classification as the real client's. It panics on a name that is not a Client method.
@@ -1135,7 +1155,7 @@ func (c *fakeContainer) setStopped(code int) {
 	defer c.notify()
 	c.finished = time.Now().UTC()
 	st := c.resp.State
-	st.Status, st.Running, st.Pid, st.ExitCode = container.StateExited, false, 0, code
+	st.Status, st.Running, st.Restarting, st.Pid, st.ExitCode = container.StateExited, false, false, 0, code
 	st.FinishedAt = c.finished.Format(time.RFC3339Nano)
 }
 

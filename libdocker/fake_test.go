@@ -564,3 +564,29 @@ func TestFakeEmulatesEachEngineVersion(t *testing.T) {
 		}
 	}
 }
+
+func TestRestartingContainerIsRunningAndRestartingUntilStopped(t *testing.T) {
+	ctx := context.Background()
+	f := newTestFake(t)
+	id := mustCreate(t, f, "restarts", nil, "")
+	if err := f.RestartingContainer(id, 1); err == nil {
+		t.Error("a created container was made restarting")
+	}
+	if err := f.StartContainer(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.RestartingContainer(id, 1); err != nil {
+		t.Fatal(err)
+	}
+	list, err := f.ListContainers(ctx, container.ListOptions{All: true})
+	if err != nil || len(list) != 1 || list[0].State != "restarting" {
+		t.Fatalf("listed %+v, %v; want one restarting container", list, err)
+	}
+	if err := f.StopContainer(ctx, id, 0); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := f.InspectContainer(ctx, id)
+	if c.State.Running || c.State.Restarting || c.State.Status != "exited" {
+		t.Errorf("after stop: %+v", c.State)
+	}
+}
