@@ -57,6 +57,10 @@ type PrivateDockerdOptions struct {
 	// which starts the containerd and runc built with it) instead of Debian's 20.10, with the
 	// runtimes and cgroup driver of that script's engine.
 	Docker29 bool
+	// ClampOOMScoreAdj makes its default runtime a runc that sets a negative oom_score_adj to 0:
+	// this VM lacks CAP_SYS_RESOURCE, and upstream cri-dockerd's sandboxes ask for -998
+	// (ours clamps it itself), so that benchmarks can run upstream on it.
+	ClampOOMScoreAdj bool
 }
 
 // privateBridge creates a bridge interface on a free 10.254.N.0/24 for a private dockerd and
@@ -148,9 +152,10 @@ func StartPrivateDockerdWith(t testing.TB, opts PrivateDockerdOptions, images ..
 // nothing else.
 func privateDaemonJSON(t testing.TB, opts PrivateDockerdOptions) []byte {
 	var cfg struct {
-		Runtimes    map[string]json.RawMessage `json:"runtimes,omitempty"`
-		LiveRestore bool                       `json:"live-restore,omitempty"`
-		ExecOpts    []string                   `json:"exec-opts,omitempty"`
+		Runtimes       map[string]json.RawMessage `json:"runtimes,omitempty"`
+		DefaultRuntime string                     `json:"default-runtime,omitempty"`
+		LiveRestore    bool                       `json:"live-restore,omitempty"`
+		ExecOpts       []string                   `json:"exec-opts,omitempty"`
 	}
 	shared := "/etc/docker/daemon.json"
 	if opts.Docker29 {
@@ -162,8 +167,40 @@ func privateDaemonJSON(t testing.TB, opts PrivateDockerdOptions) []byte {
 		}
 	}
 	cfg.LiveRestore = opts.LiveRestore
+	if opts.ClampOOMScoreAdj {
+		if cfg.Runtimes == nil {
+			cfg.Runtimes = map[string]json.RawMessage{}
+		}
+		path, _ := json.Marshal(map[string]string{"path": oomClampRunc(t)})
+		cfg.Runtimes["oom-clamp"] = path
+		cfg.DefaultRuntime = "oom-clamp"
+	}
 	b, _ := json.Marshal(cfg)
 	return b
+}
+
+// oomClampRunc writes the runtime of ClampOOMScoreAdj: runc, after rewriting a negative
+// oomScoreAdj in the bundle's config.json (Docker writes it compact) to 0.
+func oomClampRunc(t testing.TB) string {
+	t.Helper()
+	runc, err := exec.LookPath("runc")
+	if err != nil {
+		t.Fatalf("runc: %v", err)
+	}
+	path := filepath.Join(os.TempDir(), "crid-it-oom-clamp-runc")
+	script := "#!/bin/sh\n# runc with a negative oomScoreAdj set to 0 (cri-dockerd integration tests)\n" +
+		"prev=\nfor a in \"$@\"; do\n" +
+		"  [ \"$prev\" = --bundle ] && sed -i 's/\"oomScoreAdj\":-[0-9]*/\"oomScoreAdj\":0/' \"$a/config.json\"\n" +
+		"  prev=$a\ndone\nexec " + runc + " \"$@\"\n"
+	if b, err := os.ReadFile(path); err != nil || string(b) != script {
+		if err := os.WriteFile(path+".tmp", []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(path+".tmp", path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return path
 }
 
 var imageCache struct {
