@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"google.golang.org/grpc/codes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-dockerd/cri-dockerd/libdocker"
@@ -60,4 +61,29 @@ func TestStopOfAGoneSandboxFailsWhileItsTearDownFails(t *testing.T) {
 	if files := checkpointFiles(t, root); len(files) != 0 {
 		t.Errorf("checkpoints after the DEL: %v", files)
 	}
+}
+
+// Once RemovePodSandbox removed what a sandbox removed behind our back left, it is forgotten at
+// once: not counted in the pod metrics, listed or reported.
+func TestRemoveOfAGoneSandboxForgetsIt(t *testing.T) {
+	fake := libdocker.NewFake()
+	s := newTestService(t, fake, Options{})
+	ctx := context.Background()
+	id, cfg := runPod(t, s, "a", "")
+	createContainer(t, s, id, cfg, "app")
+	removeBehindOurBack(t, fake, id)
+	if st := sandboxStatus(t, s, id); st.State != runtimeapi.PodSandboxState_SANDBOX_NOTREADY {
+		t.Fatalf("before the removal: %v", st)
+	}
+	if _, err := s.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id}); err != nil {
+		t.Fatal(err)
+	}
+	if ids := s.sandboxes.ids(); len(ids) != 0 || s.PodsByHandler()[""] != 0 {
+		t.Errorf("the index still knows %v (the pod metrics count %d)", ids, s.PodsByHandler()[""])
+	}
+	if got := listSandboxes(t, s, nil); len(got) != 0 {
+		t.Errorf("ListPodSandbox after the removal: %v", got)
+	}
+	_, err := s.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id})
+	wantCode(t, err, codes.NotFound)
 }
