@@ -138,6 +138,20 @@ func TestCgroupDirsOfAProcess(t *testing.T) {
 	if _, _, ok := v1.cgroupDirs(99999); ok {
 		t.Error("cgroup dirs of a process that does not exist")
 	}
+	// Controllers mounted one by one (no "cpu,cpuacct" directory): the first one's directory.
+	if err := os.Rename(filepath.Join(root, "cpu,cpuacct"), filepath.Join(root, "cpu")); err != nil {
+		t.Fatal(err)
+	}
+	if dirs, _, _ := v1.cgroupDirs(4242); dirs["cpuacct"] != filepath.Join(root, "cpu", "docker", fixtureContainer) {
+		t.Errorf("cpuacct mounted with cpu under cpu/: %q", dirs["cpuacct"])
+	}
+	// A cgroup file with no line of ours says nothing.
+	if err := os.WriteFile(filepath.Join(v1.proc, "4242", "cgroup"), []byte("garbage\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if dirs, _, ok := v1.cgroupDirs(4242); ok {
+		t.Errorf("cgroup dirs from a file without a cgroup line: %v", dirs)
+	}
 
 	// A path that climbs out stays under the mount.
 	if err := os.WriteFile(filepath.Join(v2.proc, "4242", "cgroup"), []byte("0::/../../etc\n"), 0o644); err != nil {
