@@ -40,7 +40,7 @@ install: build
 	install -D -m 0644 cri-docker.service.tmp $(DESTDIR)$(SYSTEMD_DIR)/cri-docker.service
 	rm -f cri-docker.service.tmp
 
-test: lint unit setup integration critest setup-docker29 integration-docker29 critest-docker29 e2e-kubelet release-test fuzz
+test: lint unit setup integration critest critest-gvisor setup-docker29 integration-docker29 critest-docker29 e2e-kubelet release-test fuzz
 
 lint:
 	@bad=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$bad" ]; then echo "gofmt needed: $$bad"; exit 1; fi
@@ -130,3 +130,39 @@ release-test: release
 	@bad=$$(gofmt -l packaging/release); if [ -n "$$bad" ]; then echo "gofmt needed: $$bad"; exit 1; fi
 	$(GO) -C packaging/release vet ./...
 	integration/packaging/check.sh
+
+# Mutation testing (not in `make test`): gremlins v0.6.0, built once into
+# /var/cache/cri-dockerd-ci/bin/, makes one wrong change at a time to a package's code and runs
+# that package's unit tests, which must fail. One worker; a mutant whose tests run longer than
+# MUTATION_TIMEOUT_COEF times the package's own test run is timed out. Prints, per package,
+# killed / lived / not covered / timed out and the survivors (lived / (killed + lived)); the
+# full reports are in bin/mutation-PKG.log. MUTATION_PKGS picks packages, MUTATION_EXCLUDE adds
+# gremlins -E file regexps (e.g. MUTATION_EXCLUDE='^fake.*\.go$$').
+GREMLINS_VERSION := v0.6.0
+GREMLINS_DIR := /var/cache/cri-dockerd-ci/bin/gremlins-$(GREMLINS_VERSION)
+MUTATION_PKGS ?= config containerlog network libdocker core
+MUTATION_TIMEOUT_COEF ?= 10
+MUTATION_EXCLUDE ?=
+.PHONY: mutation
+mutation:
+	@test -x $(GREMLINS_DIR)/gremlins || { mkdir -p $(GREMLINS_DIR) && cd /tmp && \
+		GOBIN=$(GREMLINS_DIR) GOFLAGS= $(GO) install github.com/go-gremlins/gremlins/cmd/gremlins@$(GREMLINS_VERSION); }
+	@mkdir -p bin; set -e; total=$$(date +%s); for p in $(MUTATION_PKGS); do \
+		start=$$(date +%s); \
+		(cd $$p && GOFLAGS=-count=1 $(GREMLINS_DIR)/gremlins unleash --workers 1 \
+			--timeout-coefficient $(MUTATION_TIMEOUT_COEF) $(foreach e,$(MUTATION_EXCLUDE),-E '$(e)') \
+			-o $(CURDIR)/bin/mutation-$$p.json) > bin/mutation-$$p.log 2>&1 || { tail -20 bin/mutation-$$p.log; exit 1; }; \
+		k=$$(grep -c '^ *KILLED ' bin/mutation-$$p.log || true); l=$$(grep -c '^ *LIVED ' bin/mutation-$$p.log || true); \
+		n=$$(grep -c '^ *NOT COVERED ' bin/mutation-$$p.log || true); t=$$(grep -c '^ *TIMED OUT ' bin/mutation-$$p.log || true); \
+		echo "mutation ./$$p/: killed $$k, lived $$l, not covered $$n, timed out $$t;" \
+			"survivors $$(awk -v k=$$k -v l=$$l 'BEGIN { printf "%.1f", k + l ? 100 * l / (k + l) : 0 }') % ($$(( $$(date +%s) - start )) s)"; \
+		grep '^ *LIVED ' bin/mutation-$$p.log | sed 's/^ */    /' || true; \
+	done; echo "mutation: $$(( $$(date +%s) - total )) s"
+
+# critest with every pod on gVisor (-runtime-handler gvisor: Debian's runsc with
+# --network=host, from integration/setup/docker.sh) on the 20.10 engine, CNI networking as in
+# `make critest`; what gVisor itself does not support is in expected-failures-gvisor.txt.
+.PHONY: critest-gvisor
+critest-gvisor: build setup
+	CRITEST_RUNTIME_HANDLER=gvisor CRITEST_EXPECTED=$(CURDIR)/integration/critest/expected-failures-gvisor.txt \
+		integration/critest/run.sh $(BIN)
