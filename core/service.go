@@ -174,7 +174,9 @@ func New(ctx context.Context, docker libdocker.Client, opts Options) (*Service, 
 	if opts.RootDirectory != "" {
 		logState = filepath.Join(opts.RootDirectory, "containerlogs")
 	}
-	if s.logs, err = containerlog.NewManager(docker, logState, s.log); err != nil {
+	// The log followers ask Docker itself whether a container stopped when its log stream
+	// ends: the container store may not have seen the die event yet.
+	if s.logs, err = containerlog.NewManager(directDocker(docker), logState, s.log); err != nil {
 		s.imageVolumes.close()
 		return nil, err
 	}

@@ -25,17 +25,22 @@ import (
 //
 //   - list-sandboxes-ms, list-containers-ms: ListPodSandbox and ListContainers, ours and
 //     upstream's, and their ratio;
+//
 //   - sweep-ms: one PodSandboxStatus and one ContainerStatus per pod (what the kubelet asks of
 //     the pods whose state changed; a full sweep is the worst case), and its ratio;
+//
 //   - raw-ps-ms, raw-inspect-sweep-ms: `docker ps -a` with our label filter, and an inspect of
 //     every container (what a client without a store pays);
+//
 //   - peak RSS of each daemon (VmHWM) and ours per extra pod between two populations;
+//
 //   - restart-to-answer-ms: ours and upstream's, from exec to the first ListPodSandbox answered;
+//
 //   - start16-s: 100 pods started 16 at a time (RunPodSandbox, CreateContainer, StartContainer),
 //     wall time, each daemon its own batch, and the ratio.
 //
-//	CRI_DOCKERD_UPSTREAM=$(integration/setup/upstream.sh) go test -tags integration -run XXX \
-//	  -bench NodeFullOfPods -benchtime 1x -timeout 60m ./integration/
+//     CRI_DOCKERD_UPSTREAM=$(integration/setup/upstream.sh) go test -tags integration -run XXX \
+//     -bench NodeFullOfPods -benchtime 1x -timeout 60m ./integration/
 func BenchmarkNodeFullOfPods(b *testing.B) {
 	sizes := envInts(b, "DENSITY_PODS", []int{100, 250})
 	calls := envInts(b, "DENSITY_CALLS", []int{20})[0]

@@ -207,8 +207,15 @@ func (s *Store) run(backoff time.Duration, first chan<- error) {
 	}
 }
 
-// follow refreshes the containers Docker's events name until the stream ends.
+// follow refreshes the containers Docker's events name until the stream ends. Refreshes run
+// side by side (at most eventWorkers): one container's are serialised by Refresh itself, so
+// the last inspect of a container always sees its latest state; a burst of events (a node's
+// pods starting) does not queue each behind the inspects of the others.
 func (s *Store) follow(ctx context.Context, msgs <-chan events.Message, errs <-chan error, imgMsgs <-chan events.Message, imgErrs <-chan error) error {
+	sem := make(chan struct{}, eventWorkers)
+	failed := make(chan error, 1)
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	for {
 		select {
 		case <-imgMsgs:
@@ -220,13 +227,27 @@ func (s *Store) follow(ctx context.Context, msgs <-chan events.Message, errs <-c
 			return err
 		case <-s.kick:
 			return errors.New("a refresh after our own call failed")
+		case err := <-failed:
+			return err
 		case m := <-msgs:
 			if !eventActions[m.Action] || m.Actor.ID == "" {
 				continue
 			}
-			if err := s.Refresh(ctx, m.Actor.ID); err != nil {
-				return fmt.Errorf("refresh %.12s after its %s event: %w", m.Actor.ID, m.Action, err)
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return ctx.Err()
 			}
+			wg.Add(1)
+			go func(id string, action events.Action) {
+				defer func() { <-sem; wg.Done() }()
+				if err := s.Refresh(ctx, id); err != nil {
+					select {
+					case failed <- fmt.Errorf("refresh %.12s after its %s event: %w", id, action, err):
+					default:
+					}
+				}
+			}(m.Actor.ID, m.Action)
 		case err, ok := <-errs:
 			if !ok || err == nil {
 				return errors.New("Docker's event stream ended")
@@ -237,6 +258,9 @@ func (s *Store) follow(ctx context.Context, msgs <-chan events.Message, errs <-c
 		}
 	}
 }
+
+// eventWorkers bounds the refreshes in flight after events.
+const eventWorkers = 16
 
 // resync lists every tracked container and inspects each, then marks the store synced.
 func (s *Store) resync(ctx context.Context) error {
