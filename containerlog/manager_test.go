@@ -608,3 +608,72 @@ func TestTTYLongLineBecomesItsParts(t *testing.T) {
 		t.Errorf("resumed after the first part: %s", tagsOf(t, strings.SplitAfter(got, "\n")))
 	}
 }
+
+// A container that stopped, its log written to the end, and that runs again (docker start,
+// a restart policy) is followed again after a restart of cri-dockerd.
+func TestDoneLogOfAContainerThatRunsAgainIsFollowed(t *testing.T) {
+	fake := libdocker.NewFake()
+	id := runningContainer(t, fake, false)
+	state := t.TempDir()
+	path := filepath.Join(t.TempDir(), "0.log")
+	first := newManager(t, fake, state)
+	first.Follow(id, path, false)
+	if err := fake.WriteLog(id, false, "first run\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := fake.ExitContainer(id, 0); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	first.Drained(ctx, id)
+	first.Close()
+	if rec := loadRecord(filepath.Join(state, id+".json")); !rec.Done {
+		t.Fatalf("record after the exit %+v, want done", rec)
+	}
+	if err := fake.StartContainer(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := fake.WriteLog(id, false, "second run\n"); err != nil {
+		t.Fatal(err)
+	}
+	second := newManager(t, fake, state)
+	second.Follow(id, path, false)
+	lines := waitLines(t, path, 2)
+	if _, _, _, content := fields(t, lines[1]); content != "second run" {
+		t.Errorf("lines %q, want the second run's output after the first", lines)
+	}
+}
+
+// Close releases every log file it had open.
+func TestCloseReleasesTheLogFiles(t *testing.T) {
+	count := func() int {
+		entries, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Skipf("no /proc/self/fd: %v", err)
+		}
+		return len(entries)
+	}
+	fake := libdocker.NewFake()
+	dir := t.TempDir()
+	before := count()
+	logger := logrus.New()
+	logger.SetOutput(io.Discard)
+	m, err := NewManager(fake, t.TempDir(), logrus.NewEntry(logger))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		id := runningContainer(t, fake, false)
+		path := filepath.Join(dir, fmt.Sprintf("%d.log", i))
+		m.Follow(id, path, false)
+		if err := fake.WriteLog(id, false, "x\n"); err != nil {
+			t.Fatal(err)
+		}
+		waitLines(t, path, 1)
+	}
+	m.Close()
+	if after := count(); after > before+2 {
+		t.Errorf("%d descriptors open after Close, %d before the manager: log files left open", after, before)
+	}
+}
