@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/cri-dockerd/cri-dockerd/execkill"
 	"github.com/cri-dockerd/cri-dockerd/libdocker"
 )
 
@@ -21,8 +22,9 @@ import (
 const maxExecOutput = 16 << 20
 
 // ExecSync runs a command in a running container and returns its output and exit code. When the
-// timeout expires the process is killed, not left running as upstream cri-dockerd leaves it:
-// see libdocker's KillExec.
+// timeout expires the process is killed, not left running as upstream cri-dockerd leaves it,
+// also inside a sandboxed runtime such as gVisor, where Docker's exec PID is no process of the
+// container (see package execkill: such an exec carries a mark to be found by).
 func (s *Service) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest) (*runtimeapi.ExecSyncResponse, error) {
 	id := req.GetContainerId()
 	if id == "" {
@@ -38,7 +40,14 @@ func (s *Service) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest)
 	if err != nil {
 		return nil, err
 	}
-	execID, err := s.docker.CreateExec(ctx, c.ID, container.ExecOptions{Cmd: req.Cmd, AttachStdout: true, AttachStderr: true})
+	opts := container.ExecOptions{Cmd: req.Cmd, AttachStdout: true, AttachStderr: true}
+	mark := ""
+	if req.Timeout > 0 {
+		if mark = s.execKiller().Mark(c); mark != "" {
+			opts.Env = []string{mark}
+		}
+	}
+	execID, err := s.docker.CreateExec(ctx, c.ID, opts)
 	if err != nil {
 		switch {
 		case libdocker.IsNotFound(err):
@@ -73,7 +82,7 @@ func (s *Service) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest)
 		}
 	case <-runCtx.Done():
 		stream.Close()
-		s.killExec(ctx, execID)
+		s.killExec(ctx, c, execID, mark)
 		if ctx.Err() != nil {
 			return nil, dockerError(ctx.Err(), "exec in container %q", id)
 		}
@@ -105,12 +114,17 @@ func (s *Service) execExitCode(ctx context.Context, execID string) (int32, error
 }
 
 // killExec kills a timed-out exec'd process, whatever the caller's context.
-func (s *Service) killExec(ctx context.Context, execID string) {
+func (s *Service) killExec(ctx context.Context, c *container.InspectResponse, execID, mark string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	if err := s.docker.KillExec(ctx, execID); err != nil {
-		s.log.WithField("exec", execID).Warnf("kill timed-out exec: %v", err)
+	if err := s.execKiller().Kill(ctx, c, execID, mark); err != nil {
+		s.log.WithField("exec", execID).WithField("container", c.ID).Warnf("kill timed-out exec: %v", err)
 	}
+}
+
+// execKiller kills exec'd processes with the host's procfs the stats see (a fixture in tests).
+func (s *Service) execKiller() execkill.Killer {
+	return execkill.Killer{Docker: s.docker, Proc: s.stats.host.proc}
 }
 
 // cappedBuffer keeps the first maxExecOutput bytes and drops the rest.

@@ -13,7 +13,15 @@
 #                    integration/setup/docker.sh); the setup scripts always prepare that engine,
 #                    which builds and pushes the registry's images
 #      CRITEST_EXPECTED  the expected-failures file (default expected-failures.txt, for 20.10;
-#                    expected-failures-docker29.txt is Docker 29's)
+#                    expected-failures-docker29.txt is Docker 29's, expected-failures-gvisor.txt
+#                    gVisor's on 20.10)
+#      CRITEST_RUNTIME_HANDLER  the RuntimeClass handler of every pod, passed as critest's
+#                    -runtime-handler (default: none, Docker's default runtime); e.g. gvisor, the
+#                    runsc --network=host runtime of integration/setup/docker.sh. The Docker
+#                    runtime of that name must exist: checked before the run
+#      CRITEST_NETWORK_PLUGIN  cri-dockerd's --network-plugin: cni (default: the bridge network
+#                    below) or "" (Docker's bridge). gVisor needs runsc --network=host (or none)
+#                    for either: it then uses the interfaces of the pod's network namespace
 #
 # Compares the failed specs with the expected failures; exits non-zero on any unexpected failure.
 set -euo pipefail
@@ -32,6 +40,9 @@ EXPECTED=${CRITEST_EXPECTED:-$HERE/expected-failures.txt}
 [[ -f $EXPECTED ]] || { echo "run.sh: no expected-failures file $EXPECTED" >&2; exit 2; }
 docker_args=()
 [[ -n ${CRITEST_DOCKER_ENDPOINT:-} ]] && docker_args=(--docker-endpoint "$CRITEST_DOCKER_ENDPOINT")
+HANDLER=${CRITEST_RUNTIME_HANDLER:-}
+NETWORK_PLUGIN=${CRITEST_NETWORK_PLUGIN-cni}
+case $NETWORK_PLUGIN in cni | "") ;; *) echo "run.sh: CRITEST_NETWORK_PLUGIN must be cni or empty, not $NETWORK_PLUGIN" >&2; exit 2 ;; esac
 
 log() { echo "critest/run.sh: $*" >&2; }
 
@@ -56,6 +67,14 @@ trap 'exit 130' INT TERM
 for s in docker.sh images.sh; do
   if [[ -x $ROOT/integration/setup/$s ]]; then "$ROOT/integration/setup/$s" >/dev/null; fi
 done
+if [[ -n $HANDLER ]]; then
+  # A handler that is no Docker runtime would fail every spec with the same error: say it once.
+  engine=${CRITEST_DOCKER_ENDPOINT:-unix:///var/run/docker.sock}
+  runtimes=$(curl -sf --unix-socket "${engine#unix://}" http://docker/info | jq -r '.Runtimes | keys[]') ||
+    { log "cannot ask $engine for its runtimes"; exit 1; }
+  grep -qxF -- "$HANDLER" <<<"$runtimes" ||
+    { log "Docker at $engine has no runtime \"$HANDLER\" (it has: $(paste -sd' ' <<<"$runtimes")); see integration/setup/docker.sh"; exit 1; }
+fi
 TOOLS=$("$HERE/build-tools.sh" | tail -n 1)
 CRITEST=$TOOLS/critest
 CRICTL=$TOOLS/crictl
@@ -115,9 +134,11 @@ trap 'exit 130' INT TERM
 mkdir -p "$RUN/net.d"
 jq '.name = "crid-critest" | .plugins[0].bridge = "crid-ct0" | .plugins[0].ipam.ranges = [[{subnet: "10.97.0.0/16"}]]' \
   "$ROOT/packaging/cni/10-cri-dockerd-bridge.conflist" >"$RUN/net.d/10-critest.conflist"
+net_args=(--network-plugin=)
+[[ $NETWORK_PLUGIN == cni ]] && net_args=(--network-plugin=cni --cni-conf-dir "$RUN/net.d")
 log "starting $BINARY on $ENDPOINT (log: $DAEMON_LOG)"
 "$BINARY" --container-runtime-endpoint "$ENDPOINT" --cri-dockerd-root-directory "$RUN/root" \
-  --network-plugin=cni --cni-conf-dir "$RUN/net.d" "${docker_args[@]}" --log-level info >"$DAEMON_LOG" 2>&1 &
+  "${net_args[@]}" "${docker_args[@]}" --log-level info >"$DAEMON_LOG" 2>&1 &
 daemon_pid=$!
 for _ in $(seq 1 300); do
   [[ -S $SOCK ]] && crictl version >/dev/null 2>&1 && break
@@ -144,6 +165,7 @@ args=(
   "-ginkgo.timeout=${CRITEST_TIMEOUT:-45m}"
   -ginkgo.no-color
 )
+[[ -n $HANDLER ]] && args+=(-runtime-handler "$HANDLER")
 if ((benchmark)); then
   n=${CRITEST_BENCH_SAMPLES:-100}
   cat >"$OUT/benchmark-params.yaml" <<EOF
@@ -159,7 +181,7 @@ EOF
 fi
 args+=("$@")
 
-log "running critest$( ((benchmark)) && echo ' -benchmark') (log: $CRITEST_LOG)"
+log "running critest$( ((benchmark)) && echo ' -benchmark')${HANDLER:+ -runtime-handler $HANDLER} (network plugin: ${NETWORK_PLUGIN:-none (the Docker bridge)}; log: $CRITEST_LOG)"
 start=$SECONDS
 set +e
 if [[ ${CRITEST_VERBOSE:-0} == 1 ]]; then

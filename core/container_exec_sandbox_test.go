@@ -1,0 +1,200 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types"
+	"github.com/docker/docker/api/types/container"
+	"github.com/sirupsen/logrus"
+	"google.golang.org/grpc/codes"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-dockerd/cri-dockerd/libdocker"
+)
+
+// sandboxedDocker is the fake Docker of a runtime like gVisor: Docker's exec PID is no process
+// of the container, a host kill (KillExec) only ends Docker's exec (counted here), and an exec
+// of `sh -c SCRIPT sh MARK` kills the execs whose environment holds MARK, as the script does
+// inside the sandbox.
+type sandboxedDocker struct {
+	*libdocker.Fake
+
+	mu        sync.Mutex
+	env       map[string][]string // exec ID -> its Env
+	killers   map[string]string   // exec ID of an exec with a mark argument -> the mark
+	hostKills int
+}
+
+func (d *sandboxedDocker) CreateExec(ctx context.Context, id string, opts container.ExecOptions) (string, error) {
+	execID, err := d.Fake.CreateExec(ctx, id, opts)
+	if err == nil {
+		d.mu.Lock()
+		d.env[execID] = opts.Env
+		if len(opts.Cmd) == 5 && opts.Cmd[0] == "sh" && opts.Cmd[1] == "-c" {
+			d.killers[execID] = opts.Cmd[4]
+		}
+		d.mu.Unlock()
+	}
+	return execID, err
+}
+
+func (d *sandboxedDocker) AttachExec(ctx context.Context, execID string, opts container.ExecAttachOptions) (types.HijackedResponse, error) {
+	d.mu.Lock()
+	var targets []string
+	if mark, ok := d.killers[execID]; ok {
+		for id, env := range d.env {
+			for _, e := range env {
+				if e == mark {
+					targets = append(targets, id)
+				}
+			}
+		}
+	}
+	d.mu.Unlock()
+	for _, id := range targets {
+		if err := d.Fake.KillExec(ctx, id); err != nil {
+			return types.HijackedResponse{}, err
+		}
+	}
+	return d.Fake.AttachExec(ctx, execID, opts)
+}
+
+func (d *sandboxedDocker) KillExec(ctx context.Context, execID string) error {
+	d.mu.Lock()
+	d.hostKills++
+	d.mu.Unlock()
+	return d.Fake.KillExec(ctx, execID)
+}
+
+// newSandboxedService is newTestService on d, with one started container; the container's init
+// process is in the procfs fixture at the given PID namespace levels (1: a runtime's host process,
+// as gVisor's runsc-sandbox; 2: the container's own, as with runc).
+func newSandboxedService(t *testing.T, d *sandboxedDocker, levels int) (*Service, string) {
+	t.Helper()
+	logger := logrus.New()
+	logger.SetOutput(io.Discard)
+	d.SetDockerRootDir(t.TempDir())
+	d.AddImage(libdocker.FakeImage("", "", testPauseImage))
+	d.AddImage(libdocker.FakeImage("", "", testImage))
+	d.SetExecHandler(func(_ string, cmd []string) libdocker.ExecResult {
+		if cmd[0] == "sleep" {
+			return libdocker.ExecResult{Delay: time.Minute}
+		}
+		return libdocker.ExecResult{}
+	})
+	s, err := New(context.Background(), d, Options{PodInfraImage: testPauseImage, DefaultRuntimeHandler: "docker", Logger: logger})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	s.layers.snapshotterRoot = func(context.Context, string, string) (string, error) { return "", errors.New("no containerd") }
+	s.layers.upperDir = func(context.Context, string, string, string, string) (string, error) {
+		return "", errors.New("no containerd")
+	}
+	s.stats.host = hostFS{sys: t.TempDir(), proc: t.TempDir()}
+	t.Cleanup(s.Close)
+
+	podID, podCfg := runPod(t, s, "p", "")
+	id := createContainer(t, s, podID, podCfg, "c")
+	if _, err := s.StartContainer(context.Background(), &runtimeapi.StartContainerRequest{ContainerId: id}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := d.InspectContainer(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proc := s.stats.host.proc
+	dir := filepath.Join(proc, strconv.Itoa(c.State.Pid))
+	for _, p := range []string{filepath.Join(dir, "ns"), filepath.Join(proc, "self", "ns")} {
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nspid := strconv.Itoa(c.State.Pid)
+	if levels > 1 {
+		nspid += "\t1"
+	}
+	if err := os.WriteFile(filepath.Join(dir, "status"), []byte("NSpid:\t"+nspid+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("mnt:[2]", filepath.Join(dir, "ns", "mnt")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("mnt:[1]", filepath.Join(proc, "self", "ns", "mnt")); err != nil {
+		t.Fatal(err)
+	}
+	return s, id
+}
+
+func newSandboxedDocker() *sandboxedDocker {
+	return &sandboxedDocker{Fake: libdocker.NewFake(), env: map[string][]string{}, killers: map[string]string{}}
+}
+
+func TestExecSyncTimeoutKillsTheProcessInsideASandboxedRuntime(t *testing.T) {
+	t.Parallel() // it waits on clocks: beside the other tests that do, not after them
+	d := newSandboxedDocker()
+	s, id := newSandboxedService(t, d, 1)
+	start := time.Now()
+	_, err := s.ExecSync(context.Background(), &runtimeapi.ExecSyncRequest{ContainerId: id, Cmd: []string{"sleep", "4321"}, Timeout: 1})
+	wantCode(t, err, codes.DeadlineExceeded)
+	if elapsed := time.Since(start); elapsed > 5*time.Second {
+		t.Errorf("a timeout of 1 s returned after %s", elapsed)
+	}
+	if n := d.ExecRunning(id); n != 0 {
+		t.Errorf("%d timed-out exec'd processes still run in the sandbox", n)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.hostKills != 0 {
+		t.Errorf("%d kills of Docker's exec PID, which is no process of a sandboxed container", d.hostKills)
+	}
+	var marks []string
+	for execID, env := range d.env {
+		if _, killer := d.killers[execID]; !killer {
+			marks = append(marks, env...)
+		}
+	}
+	if len(marks) != 1 || !regexp.MustCompile(`^CRI_DOCKERD_EXEC=[0-9a-f]{32}$`).MatchString(marks[0]) {
+		t.Fatalf("the timed-out exec's environment %q, want one CRI_DOCKERD_EXEC mark", marks)
+	}
+	if len(d.killers) != 1 {
+		t.Fatalf("%d kills inside the container, want 1", len(d.killers))
+	}
+	for execID, mark := range d.killers {
+		if mark != marks[0] || len(d.env[execID]) != 0 {
+			t.Errorf("the kill inside the container looked for %q with environment %q, want %q and none", mark, d.env[execID], marks[0])
+		}
+	}
+}
+
+func TestExecSyncOnRuncNeitherMarksNorKillsInside(t *testing.T) {
+	t.Parallel() // it waits on clocks: beside the other tests that do, not after them
+	d := newSandboxedDocker()
+	s, id := newSandboxedService(t, d, 2)
+	if _, err := s.ExecSync(context.Background(), &runtimeapi.ExecSyncRequest{ContainerId: id, Cmd: []string{"true"}, Timeout: 5}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.ExecSync(context.Background(), &runtimeapi.ExecSyncRequest{ContainerId: id, Cmd: []string{"sleep", "4321"}, Timeout: 1})
+	wantCode(t, err, codes.DeadlineExceeded)
+	if n := d.ExecRunning(id); n != 0 {
+		t.Errorf("%d timed-out exec'd processes still run", n)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for execID, env := range d.env {
+		if len(env) != 0 {
+			t.Errorf("exec %s of a runc container got environment %q", execID, env)
+		}
+	}
+	if d.hostKills != 1 || len(d.killers) != 0 {
+		t.Errorf("%d host kills and %d kills inside, want the host kill alone", d.hostKills, len(d.killers))
+	}
+}
