@@ -41,11 +41,10 @@ func (s *Service) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest)
 		return nil, err
 	}
 	opts := container.ExecOptions{Cmd: req.Cmd, AttachStdout: true, AttachStderr: true}
-	mark := ""
-	if req.Timeout > 0 {
-		if mark = s.execKiller().Mark(c); mark != "" {
-			opts.Env = []string{mark}
-		}
+	// Also without a timeout: a caller that goes away has the process killed too.
+	mark := s.execKiller().Mark(c)
+	if mark != "" {
+		opts.Env = []string{mark}
 	}
 	execID, err := s.docker.CreateExec(ctx, c.ID, opts)
 	if err != nil {

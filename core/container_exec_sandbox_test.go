@@ -198,3 +198,22 @@ func TestExecSyncOnRuncNeitherMarksNorKillsInside(t *testing.T) {
 		t.Errorf("%d host kills and %d kills inside, want the host kill alone", d.hostKills, len(d.killers))
 	}
 }
+
+func TestExecSyncCancelledWithoutTimeoutKillsInsideASandboxedRuntime(t *testing.T) {
+	t.Parallel()
+	d := newSandboxedDocker()
+	s, id := newSandboxedService(t, d, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond) // the caller goes away
+	defer cancel()
+	if _, err := s.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: id, Cmd: []string{"sleep", "4321"}}); err == nil {
+		t.Fatal("ExecSync of a caller that went away succeeded")
+	}
+	if n := d.ExecRunning(id); n != 0 {
+		t.Errorf("%d exec'd processes of a caller that went away still run in the sandbox", n)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.hostKills != 0 || len(d.killers) != 1 {
+		t.Errorf("%d host kills and %d kills inside, want one kill inside", d.hostKills, len(d.killers))
+	}
+}
