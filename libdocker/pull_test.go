@@ -2,12 +2,14 @@ package libdocker
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -251,5 +253,42 @@ func TestFormatProgress(t *testing.T) {
 		if got := formatProgress(tc.msg); got != tc.want {
 			t.Errorf("formatProgress(%+v) = %q, want %q", tc.msg, got, tc.want)
 		}
+	}
+}
+
+// Credentials go to Docker in the X-Registry-Auth header; a pull without them sends none.
+func TestPullImageSendsCredentialsOnlyWhenGiven(t *testing.T) {
+	var got []string
+	var mu sync.Mutex
+	mux := http.NewServeMux()
+	mux.HandleFunc("/_ping", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Api-Version", "1.41")
+		_, _ = io.WriteString(w, "OK")
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Header.Get("X-Registry-Auth"))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]string{"status": "Status: Image is up to date for " + testPullRef})
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	c, _ := testPullClient(t, "tcp://"+srv.Listener.Addr().String(), pullReportInterval)
+	if err := c.PullImage(context.Background(), testPullRef, registry.AuthConfig{}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.PullImage(context.Background(), testPullRef, registry.AuthConfig{Username: "user", Password: "secret"}, 0); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 2 || got[0] != "" {
+		t.Fatalf("X-Registry-Auth headers %q, want none for the pull without credentials", got)
+	}
+	raw, err := base64.URLEncoding.DecodeString(got[1])
+	var auth registry.AuthConfig
+	if err != nil || json.Unmarshal(raw, &auth) != nil || auth.Username != "user" || auth.Password != "secret" {
+		t.Errorf("X-Registry-Auth %q (%s, %v): want the credentials", got[1], raw, err)
 	}
 }
