@@ -81,9 +81,12 @@ func (s *Service) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest)
 		}
 	case <-runCtx.Done():
 		stream.Close()
-		s.killExec(ctx, c, execID, mark)
+		killErr := s.killExec(ctx, c, execID, mark)
 		if ctx.Err() != nil {
 			return nil, dockerError(ctx.Err(), "exec in container %q", id)
+		}
+		if killErr != nil {
+			return nil, status.Errorf(codes.DeadlineExceeded, "exec in container %q: command %q timed out after %ds; killing it failed: %v", id, req.Cmd, req.Timeout, killErr)
 		}
 		return nil, status.Errorf(codes.DeadlineExceeded, "exec in container %q: command %q timed out after %ds and was killed", id, req.Cmd, req.Timeout)
 	}
@@ -112,13 +115,16 @@ func (s *Service) execExitCode(ctx context.Context, execID string) (int32, error
 	}
 }
 
-// killExec kills a timed-out exec'd process, whatever the caller's context.
-func (s *Service) killExec(ctx context.Context, c *container.InspectResponse, execID, mark string) {
+// killExec kills a timed-out exec'd process, whatever the caller's context; a failure is
+// logged and returned.
+func (s *Service) killExec(ctx context.Context, c *container.InspectResponse, execID, mark string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	if err := s.execKiller().Kill(ctx, c, execID, mark); err != nil {
+	err := s.execKiller().Kill(ctx, c, execID, mark)
+	if err != nil {
 		s.log.WithField("exec", execID).WithField("container", c.ID).Warnf("kill timed-out exec: %v", err)
 	}
+	return err
 }
 
 // execKiller kills exec'd processes with the host's procfs the stats see (a fixture in tests).

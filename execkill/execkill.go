@@ -47,7 +47,7 @@ const defaultExitWait = 5 * time.Second
 // script's argument, so it is in the killer's command line, never in its environment. grep -a
 // because environ is NUL-separated; no -F: BusyBox's fixed-string match stops at the first NUL,
 // and the mark (letters, digits, _ and =) means itself as a pattern.
-const killScript = `for f in $(grep -a -l "$1" /proc/[0-9]*/environ 2>/dev/null); do p=${f#/proc/}; kill -9 "${p%/environ}" 2>/dev/null; done; exit 0`
+const killScript = `command -v grep >/dev/null || { echo "no grep in the image" >&2; exit 127; }; for f in $(grep -a -l "$1" /proc/[0-9]*/environ 2>/dev/null); do p=${f#/proc/}; kill -9 "${p%/environ}" 2>/dev/null; done; exit 0`
 
 // Killer kills exec'd processes through Docker and the host's procfs.
 type Killer struct {
@@ -120,12 +120,20 @@ func (k Killer) Kill(ctx context.Context, c *container.InspectResponse, execID, 
 	if err != nil {
 		return fmt.Errorf("kill the exec's process inside the container: %w", err)
 	}
+	code, err := exitCode(ctx, k.Docker, out.execID)
+	if err != nil {
+		return fmt.Errorf("kill the exec's process inside the container: %w", err)
+	}
+	if code != 0 {
+		// No shell or grep in the image (126, 127): nothing was killed, no need to wait.
+		return fmt.Errorf("the exec's process still runs inside the container: the kill needs sh and grep in the image, and exited %d: %s", code, brief(out.text))
+	}
 	wait := k.ExitWait
 	if wait <= 0 {
 		wait = defaultExitWait
 	}
 	if err := waitEnded(ctx, k.Docker, execID, wait); err != nil {
-		if msg := strings.TrimSpace(out); msg != "" {
+		if msg := brief(out.text); msg != "" {
 			err = fmt.Errorf("%w (the killer said: %s)", err, msg)
 		}
 		return fmt.Errorf("the exec's process still runs inside the container (the kill needs sh and grep in the image): %w", err)
@@ -152,8 +160,11 @@ func (k Killer) sameMountNamespace(initPid, pid int) (same, known bool) {
 	return process == container && (err != nil || container != self), true
 }
 
-// killInside runs killScript in the container and returns its output.
-func (k Killer) killInside(ctx context.Context, containerID, mark string) (string, error) {
+// killerRun is an exec of killScript: its ID and what it printed.
+type killerRun struct{ execID, text string }
+
+// killInside runs killScript in the container until it ends.
+func (k Killer) killInside(ctx context.Context, containerID, mark string) (killerRun, error) {
 	token := strings.TrimPrefix(mark, EnvName+"=")
 	execID, err := k.Docker.CreateExec(ctx, containerID, container.ExecOptions{
 		Cmd:          []string{"sh", "-c", killScript, "sh", EnvName + "=" + token},
@@ -161,11 +172,11 @@ func (k Killer) killInside(ctx context.Context, containerID, mark string) (strin
 		AttachStderr: true,
 	})
 	if err != nil {
-		return "", err
+		return killerRun{}, err
 	}
 	stream, err := k.Docker.AttachExec(ctx, execID, container.ExecAttachOptions{})
 	if err != nil {
-		return "", err
+		return killerRun{execID: execID}, err
 	}
 	defer stream.Close()
 	var out bytes.Buffer
@@ -177,14 +188,14 @@ func (k Killer) killInside(ctx context.Context, containerID, mark string) (strin
 	select {
 	case err := <-done:
 		if err != nil && !errors.Is(err, io.EOF) {
-			return out.String(), err
+			return killerRun{execID, out.String()}, err
 		}
 	case <-ctx.Done():
 		stream.Close()
 		<-done
-		return out.String(), ctx.Err()
+		return killerRun{execID, out.String()}, ctx.Err()
 	}
-	return out.String(), nil
+	return killerRun{execID, out.String()}, nil
 }
 
 // waitEnded waits until Docker reports exec execID ended, at most wait.
@@ -205,4 +216,27 @@ func waitEnded(ctx context.Context, docker libdocker.Client, execID string, wait
 		case <-time.After(delay):
 		}
 	}
+}
+
+// exitCode is the exit code of exec execID, once Docker has recorded it (just after its output
+// ended).
+func exitCode(ctx context.Context, docker libdocker.Client, execID string) (int, error) {
+	if err := waitEnded(ctx, docker, execID, defaultExitWait); err != nil {
+		return -1, err
+	}
+	inspect, err := docker.InspectExec(ctx, execID)
+	if err != nil {
+		return -1, err
+	}
+	return inspect.ExitCode, nil
+}
+
+// brief is the first line of a killer's output, at most 200 bytes: Docker's error for a missing
+// sh repeats the whole script.
+func brief(text string) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(text), "\n")
+	if len(line) > 200 {
+		line = line[:200] + "..."
+	}
+	return line
 }

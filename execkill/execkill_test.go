@@ -288,10 +288,14 @@ func TestKillWithoutAShellInTheImageSaysTheProcessStillRuns(t *testing.T) {
 	c := runningContainer(t, d)
 	proc := t.TempDir()
 	procFixture(t, proc, c.State.Pid, 1, "mnt:[2]")
-	k := Killer{Docker: d, Proc: proc, ExitWait: 50 * time.Millisecond}
+	k := Killer{Docker: d, Proc: proc}
 	mark := k.Mark(c)
 	execID := startSleep(t, d, c, mark)
+	start := time.Now()
 	err := k.Kill(context.Background(), c, execID, mark)
+	if elapsed := time.Since(start); elapsed > time.Second {
+		t.Errorf("Kill waited %s for a process that a failed killer cannot have killed", elapsed)
+	}
 	if err == nil || !strings.Contains(err.Error(), "still runs inside the container") || !strings.Contains(err.Error(), "executable file not found") {
 		t.Fatalf("Kill: %v, want the process reported running with the killer's output", err)
 	}
