@@ -21,9 +21,9 @@ func TestBandwidthLimitsAreInclusive(t *testing.T) {
 }
 
 // An address on a host-side interface of the result (the bridge, index 0 here) is not the
-// pod's; one on no interface is.
+// pod's; one on no interface, or on an index the result does not list, is.
 func TestPodIPsSkipHostInterfacesFromIndexZero(t *testing.T) {
-	zero, one := 0, 1
+	zero, one, two := 0, 1, 2
 	ip := func(s string, iface *int) *types100.IPConfig {
 		addr, n, _ := net.ParseCIDR(s)
 		n.IP = addr
@@ -31,10 +31,11 @@ func TestPodIPsSkipHostInterfacesFromIndexZero(t *testing.T) {
 	}
 	res := &types100.Result{CNIVersion: "1.0.0",
 		Interfaces: []*types100.Interface{{Name: "cni0"}, {Name: "eth0", Sandbox: "/proc/1/ns/net"}},
-		IPs:        []*types100.IPConfig{ip("10.88.0.1/16", &zero), ip("fd00::5/64", &one), ip("10.88.0.5/16", &one), ip("10.88.0.6/16", nil)},
+		IPs:        []*types100.IPConfig{ip("10.88.0.1/16", &zero), ip("fd00::5/64", &one), ip("10.88.0.5/16", &one), ip("10.88.0.6/16", nil), ip("10.88.0.7/16", &two)},
 	}
 	got, err := podIPs(res)
-	if want := []string{"10.88.0.5", "10.88.0.6", "fd00::5"}; err != nil || !slices.Equal(got, want) {
+	// An index past the interfaces names none of the host's: the address is the pod's.
+	if want := []string{"10.88.0.5", "10.88.0.6", "10.88.0.7", "fd00::5"}; err != nil || !slices.Equal(got, want) {
 		t.Errorf("podIPs = %v, %v; want %v", got, err, want)
 	}
 }
