@@ -1,6 +1,7 @@
 package core
 
 import (
+	"strings"
 	"testing"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -26,5 +27,15 @@ func TestParseNameTakesSixOrSevenParts(t *testing.T) {
 		if ok && (p.container != "POD" || p.pod != "web" || p.namespace != "default" || p.uid != "1234" || p.attempt != 2) {
 			t.Errorf("parseName(%q) = %+v", name, p)
 		}
+	}
+}
+
+// A name component may be maxNameComponent characters long, not one more.
+func TestNameComponentLengthLimit(t *testing.T) {
+	if err := checkNameComponent("name", strings.Repeat("a", maxNameComponent), true); err != nil {
+		t.Errorf("%d characters: %v", maxNameComponent, err)
+	}
+	if err := checkNameComponent("name", strings.Repeat("a", maxNameComponent+1), true); err == nil {
+		t.Errorf("%d characters accepted", maxNameComponent+1)
 	}
 }
