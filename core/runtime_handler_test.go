@@ -309,3 +309,19 @@ func TestSandboxMadeAfterOurStartIsLookedUpOnce(t *testing.T) {
 	_, err := ours.CreateContainer(context.Background(), &runtimeapi.CreateContainerRequest{PodSandboxId: "0123456789ab", Config: containerConfig("c3"), SandboxConfig: podCfg})
 	wantCode(t, err, codes.NotFound)
 }
+
+// A handler names a Docker runtime of up to 63 characters (an RFC 1123 label); a longer one is
+// refused before Docker is asked.
+func TestHandlerOf63CharactersIsAccepted(t *testing.T) {
+	fake := libdocker.NewFake()
+	long := strings.Repeat("k", 63)
+	fake.AddRuntime(long, "/usr/bin/kata-runtime")
+	fake.AddRuntime(long+"k", "/usr/bin/kata-runtime")
+	s := newTestService(t, fake, Options{})
+	podID, _ := runPod(t, s, "p", long)
+	if got := dockerRuntimeOf(t, fake, podID); got != long {
+		t.Errorf("runtime %q, want the 63-character one", got)
+	}
+	_, err := s.RunPodSandbox(context.Background(), &runtimeapi.RunPodSandboxRequest{Config: sandboxConfig("q"), RuntimeHandler: long + "k"})
+	wantCode(t, err, codes.InvalidArgument)
+}
