@@ -239,10 +239,10 @@ type exitLatency struct {
 	// paused is when dockerd restarted: exits around it are not the store's latency (dockerd
 	// does not answer, and reads wait for the relist).
 	pausedFrom, pausedTo time.Time
-	ds     []time.Duration
-	listed []time.Duration // die event -> ListContainers EXITED
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	ds                   []time.Duration
+	listed               []time.Duration // die event -> ListContainers EXITED
+	cancel               context.CancelFunc
+	wg                   sync.WaitGroup
 }
 
 func watchExitLatency(t *testing.T, pd *PrivateDockerd, d *Daemon) *exitLatency {

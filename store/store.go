@@ -261,6 +261,9 @@ func (s *Store) follow(ctx context.Context, msgs <-chan events.Message, errs <-c
 	}
 }
 
+// refreshTimeout bounds one inspect of a refresh.
+const refreshTimeout = 10 * time.Second
+
 // eventWorkers bounds the refreshes in flight after events.
 const eventWorkers = 16
 
@@ -323,6 +326,9 @@ func (s *Store) setSynced(v bool) {
 func (s *Store) Refresh(ctx context.Context, id string) error {
 	unlock := s.refreshing.lock(id)
 	defer unlock()
+	// Bounded: an inspect that hangs (a stuck runtime) must not hold the event follower.
+	ctx, cancel := context.WithTimeout(ctx, refreshTimeout)
+	defer cancel()
 	c, err := s.Client.InspectContainer(ctx, id)
 	if libdocker.IsNotFound(err) {
 		s.mu.Lock()

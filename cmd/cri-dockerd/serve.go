@@ -69,7 +69,9 @@ func serve(ctx context.Context, cfg *config.Config) error {
 	// relists and status calls cost Docker nothing. Filled before the socket serves.
 	containers := store.Wrap(docker, store.Options{Label: core.TrackedLabel, Logger: log})
 	if err := containers.Start(startCtx, time.Second); err != nil {
-		return fmt.Errorf("read the containers of docker at %s: %w", cfg.DockerEndpoint, err)
+		// Docker answers, but not about every container (an inspect that hangs on a stuck
+		// runtime): serve anyway; reads go to Docker until the store's next relist succeeds.
+		log.Warnf("container store not filled (%v): lists and status calls go to Docker until it is", err)
 	}
 	defer containers.Close()
 	log.WithField("containers", containers.Len()).Debug("container store filled from docker")
