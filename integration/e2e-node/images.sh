@@ -3,13 +3,13 @@
 # exact names (test/utils/image/manifest.go), built from local files and pushed to the local
 # registry that run.sh starts. Each stand-in has what the specs use of it:
 #
-#   e2e-test-images/busybox:1.37.0-2  Debian's busybox (dynamically linked, every applet a hard
-#                                     link to it, as in the upstream image: masking /bin/ls hides
-#                                     that path only), the users and groups of upstream busybox
+#   e2e-test-images/busybox:1.37.0-2  upstream busybox 1.35.0 (build.sh: defconfig, dynamically
+#                                     linked; every applet a hard link in /bin, as in the upstream
+#                                     image), the users and groups of upstream busybox
 #   e2e-test-images/agnhost:2.66.1    /agnhost built from test/images/agnhost of the same module
 #   e2e-test-images/agnhost:2.55      (AgnhostPrev; its own image ID) with the busybox base, plus
-#                                     what agnhost's Alpine base gives the specs: curl, bash, nc,
-#                                     ip, ss; /agnhost-2, /uploads, porter's localhost.crt/.key,
+#                                     what agnhost's Alpine base gives the specs: curl, bash,
+#                                     netcat-openbsd's nc, ip, ss; /agnhost-2, /uploads, porter's localhost.crt/.key,
 #                                     user-defined-in-image (1000) in group-defined-in-image
 #                                     (50000), /var/registry (fake-registry-server's pause:testing)
 #   e2e-test-images/nginx:1.27.0-2    the critest nginx stand-in (integration/critest/standins/
@@ -24,10 +24,11 @@
 # Usage: images.sh DOCKER_HOST BIN_DIR REGISTRY_URL
 #   DOCKER_HOST   the dockerd to build and push with (run.sh's private one, which reaches the
 #                 registry under the public names)
-#   BIN_DIR       build.sh's output (agnhost, nonewprivs, pause)
+#   BIN_DIR       build.sh's output (agnhost, nonewprivs, pause, busybox)
 #   REGISTRY_URL  the registry's own address (http://127.0.0.2), to check what it serves
 # Idempotent: nothing is built when the stamp (a hash of the inputs) matches and the registry
-# serves every name. FORCE=1 rebuilds.
+# serves every name. FORCE=1 rebuilds. REGISTRY_DATA (the registry's storage directory) is
+# emptied before a rebuild.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -80,8 +81,8 @@ all_present() {
 }
 
 hash=$({
-  cat "${BASH_SOURCE[0]}" "$ROOT/integration/setup/busybox-rootfs.sh" "$ROOT/integration/critest/standins/nginx.c"
-  sha256sum "$BIN/agnhost" "$BIN/nonewprivs" "$BIN/pause" "${HOST_TOOLS[@]}"
+  cat "${BASH_SOURCE[0]}" "$ROOT/integration/critest/standins/nginx.c"
+  sha256sum "$BIN/agnhost" "$BIN/nonewprivs" "$BIN/pause" "$BIN/busybox" "$BIN/nc.openbsd" "${HOST_TOOLS[@]}"
 } | sha256sum | cut -c1-16)
 if [[ ${FORCE:-0} != 1 && "$(cat "$STAMP" 2>/dev/null)" == "$hash" ]] && all_present; then
   log "all ${#IMAGES[@]} images are served (stamp $hash)"
@@ -91,9 +92,25 @@ fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 log "building the stand-in images (stamp $hash)"
+# The blobs of an earlier build would stay in the registry's storage for ever: start afresh.
+if [[ -n ${REGISTRY_DATA:-} && -d $REGISTRY_DATA/docker ]]; then rm -rf "$REGISTRY_DATA/docker"; fi
 
 # --- the busybox base ---------------------------------------------------------------------------
-"$ROOT/integration/setup/busybox-rootfs.sh" "$work/rootfs"
+# Upstream busybox 1.35.0 (build.sh), dynamically linked with the host's glibc, copied at the
+# host paths; every applet a hard link in /bin as in the upstream image (masking /bin/ls hides
+# that path only).
+R=$work/rootfs
+mkdir -p "$R"/{bin,etc,dev,proc,sys,root,run,tmp,var/tmp,home,usr/bin,usr/sbin,usr/local/bin}
+chmod 1777 "$R/tmp" "$R/var/tmp"
+install -m 0755 "$BIN/busybox" "$R/bin/busybox"
+ldd "$BIN/busybox" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}' | sort -u |
+  while read -r lib; do mkdir -p "$R$(dirname "$lib")" && cp -fL "$lib" "$R$lib"; done
+for a in $("$BIN/busybox" --list); do
+  [[ $a == busybox ]] || ln -f "$R/bin/busybox" "$R/bin/$a"
+done
+: >"$R/etc/hosts"
+: >"$R/etc/resolv.conf"
+: >"$R/etc/hostname"
 cat >"$work/rootfs/etc/passwd" <<'EOF'
 root:x:0:0:root:/root:/bin/sh
 daemon:x:1:1:daemon:/usr/sbin:/bin/false
@@ -135,19 +152,16 @@ nogroup:x:65534:
 EOF
 # glibc's default without this file asks DNS before /etc/hosts (hostname -f, wget of a pod name).
 echo 'hosts: files dns' >"$work/rootfs/etc/nsswitch.conf"
-for f in "$work/rootfs/bin"/*; do
-  if [[ -L $f && "$(readlink "$f")" == busybox ]]; then ln -f "$work/rootfs/bin/busybox" "$f"; fi
-done
-mkdir -p "$work/rootfs/var" "$work/rootfs/usr/bin" "$work/rootfs/usr/sbin" "$work/rootfs/usr/local/bin" "$work/rootfs/home"
-[[ -e $work/rootfs/var/run ]] || ln -s ../run "$work/rootfs/var/run"
+ln -s ../run "$R/var/run"
 BASE=cri-dockerd-ci/e2e-node-base:$hash
 tar --numeric-owner --owner=0 --group=0 -C "$work/rootfs" -c . | docker import \
   -c 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' -c 'CMD ["sh"]' - "$BASE" >/dev/null
 
-# copy_tool DEST PROGRAM: PROGRAM and the shared libraries it links, at their host paths.
+# copy_tool DEST PROGRAM [PATH]: PROGRAM (at PATH in the image, default its host path) and the
+# shared libraries it links, at their host paths.
 copy_tool() {
-  local dest=$1 prog=$2 lib
-  install -D -m 0755 "$prog" "$dest$prog"
+  local dest=$1 prog=$2 path=${3:-$2} lib
+  install -D -m 0755 "$prog" "$dest$path"
   ldd "$prog" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}' | sort -u |
     while read -r lib; do
       # cp keeps the mode: the dynamic loader must stay executable.
@@ -191,6 +205,9 @@ build_context() {
     mkdir -p "$x/uploads"
     cp "$K8S_SRC/test/images/agnhost/porter/localhost.crt" "$K8S_SRC/test/images/agnhost/porter/localhost.key" "$x/"
     for t in "${HOST_TOOLS[@]}"; do copy_tool "$x" "$t"; done
+    # Where Alpine has them: scripts run /bin/bash; netcat-openbsd is agnhost's nc.
+    mkdir -p "$x/bin" && ln -s /usr/bin/bash "$x/bin/bash"
+    copy_tool "$x" "$BIN/nc.openbsd" /usr/bin/nc
     cp "$work/rootfs/etc/passwd" "$work/rootfs/etc/group" "$x/etc/"
     echo 'user-defined-in-image:x:1000:1000:Linux User,,,:/home/user-defined-in-image:/bin/sh' >>"$x/etc/passwd"
     echo 'user-defined-in-image:x:1000:' >>"$x/etc/group"

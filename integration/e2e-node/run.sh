@@ -163,11 +163,25 @@ remove_all_pods() { # every pod on the private dockerd is ours
     [[ -z $left ]] || dockerp rm -f $left >/dev/null 2>&1 || true
   fi
 }
+# stop_suite: the ginkgo CLI, its workers and the suite's services and kubelet, all in the
+# process group run_phase gave the CLI (workers outlive a CLI killed alone).
+stop_suite() {
+  local pid=${pids[suite]:-}
+  [[ -n $pid ]] || return 0
+  kill -TERM -- "-$pid" 2>/dev/null || true
+  for _ in $(seq 1 300); do kill -0 -- "-$pid" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 -- "-$pid" 2>/dev/null; then
+    log "the suite did not stop within 30 s of SIGTERM; killing it"
+    kill -KILL -- "-$pid" 2>/dev/null || true
+  fi
+  wait "$pid" 2>/dev/null || true
+  unset "pids[suite]"
+}
 cleanup() {
   local rc=$?
   set +e
   trap - EXIT INT TERM
-  stop_proc suite 30
+  stop_suite
   kill_suite_kubelets
   sleep 1
   [[ -n ${pids[crid]:-} ]] && remove_all_pods
@@ -185,6 +199,9 @@ cleanup() {
     rm -rf /var/log/pods
   fi
   ip link show "$BRIDGE" >/dev/null 2>&1 && ip link del "$BRIDGE"
+  while iptables -C FORWARD -i "$BRIDGE" -o "$BRIDGE" -j ACCEPT 2>/dev/null; do
+    iptables -D FORWARD -i "$BRIDGE" -o "$BRIDGE" -j ACCEPT
+  done
   for d in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods; do
     [[ -d $d ]] || continue
     [[ " ${cgroups_existed[*]-} " == *" $d "* ]] && continue
@@ -235,6 +252,9 @@ done
 ip link add "$BRIDGE" type bridge
 ip addr add "$NODE_IP/24" dev "$BRIDGE"
 ip link set "$BRIDGE" up
+# Pod to pod on the bridge: with br_netfilter, bridged packets go through FORWARD, whose policy
+# the shared dockerd sets to DROP (this dockerd adds no rules: --iptables=false).
+iptables -I FORWARD -i "$BRIDGE" -o "$BRIDGE" -j ACCEPT
 # Pulls of the suite's hosts go over plain HTTP to the registry (insecure-registries: https is
 # tried first, through a proxy that refuses at once, then http through HTTP_PROXY). Go never
 # proxies loopback names: agnhost's fake registry (localhost:5000) is reached directly.
@@ -250,7 +270,7 @@ pids[dockerd]=$!
 wait_for 60 dockerp version || { tail -20 "$OUT/dockerd.log" >&2; die "private dockerd did not answer within 60 s"; }
 
 t0=$SECONDS
-"$HERE/images.sh" "unix://$RUN/docker.sock" "$E2EBIN" "http://$REG_ADDR"
+REGISTRY_DATA=$REG/data "$HERE/images.sh" "unix://$RUN/docker.sock" "$E2EBIN" "http://$REG_ADDR"
 images=$(IMAGES_LIST_ONLY=1 "$HERE/images.sh" "unix://$RUN/docker.sock" "$E2EBIN" "http://$REG_ADDR")
 for img in $images; do
   dockerp image inspect "$img" >/dev/null 2>&1 || dockerp pull -q "$img" >/dev/null || die "pull of $img failed"
@@ -304,7 +324,7 @@ mkdir -p "$RUN/suite"
 ln -s "$E2EBIN/e2e_node.test" "$RUN/suite/e2e_node.test"
 ln -s "$K8S/kubelet" "$RUN/suite/kubelet"
 SUITE_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:$RUN/path:/usr/local/go/bin
-mkdir -p "$RUN/work"
+mkdir -p "$RUN/work" "$RUN/tmp"
 
 TEST_ARGS=(
   --container-runtime-endpoint "unix://$RUN/cri.sock"
@@ -323,14 +343,14 @@ run_phase() {
   (
     cd "$RUN/work"
     # shellcheck disable=SC2030
-    export PATH=$SUITE_PATH
-    exec "$E2EBIN/ginkgo" run --procs="$procs" --no-color --timeout=4h --poll-progress-after=10m \
+    export PATH=$SUITE_PATH TMPDIR=$RUN/tmp # the suite's etcd data and temp files go with the run
+    exec setsid "$E2EBIN/ginkgo" run --procs="$procs" --no-color --timeout=4h --poll-progress-after=10m \
       --focus="$focus" --skip="$skip" --junit-report="$OUT/junit-$name.xml" \
       "$RUN/suite/e2e_node.test" -- "${TEST_ARGS[@]}" --report-dir "$OUT/$name"
   ) >"$OUT/$name/ginkgo.log" 2>&1 &
   pids[suite]=$!
   wait "${pids[suite]}" || rc=$?
-  unset "pids[suite]"
+  stop_suite # what the suite left of its group
   kill_suite_kubelets
   grep -E '^(Ran [0-9]+ of|FAIL!|SUCCESS!|PASS|FAIL)' "$OUT/$name/ginkgo.log" | sed 's/^/  /' >&2 || true
   log "phase $name: exit $rc in $((SECONDS - t)) s"
