@@ -3,8 +3,10 @@ package core
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"google.golang.org/grpc/codes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -86,4 +88,26 @@ func TestRemoveOfAGoneSandboxForgetsIt(t *testing.T) {
 	}
 	_, err := s.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id})
 	wantCode(t, err, codes.NotFound)
+}
+
+// Docker failing to stop the sandbox or one of its containers fails StopPodSandbox; a container
+// already gone does not.
+func TestStopPodSandboxReportsDockersStopFailures(t *testing.T) {
+	ctx := context.Background()
+	for _, withContainer := range []bool{false, true} {
+		fake := libdocker.NewFake()
+		s := newTestService(t, fake, Options{})
+		podID, podCfg := runPod(t, s, "p", "")
+		if withContainer {
+			startedContainer(t, s, podID, podCfg, "c")
+		}
+		fake.InjectError("StopContainer", errors.New("cannot kill container: permission denied"))
+		if _, err := s.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: podID}); err == nil {
+			t.Errorf("container %v: StopPodSandbox succeeded although Docker failed to stop", withContainer)
+		}
+		fake.InjectError("StopContainer", fmt.Errorf("%w: No such container", cerrdefs.ErrNotFound))
+		if _, err := s.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: podID}); err != nil {
+			t.Errorf("container %v: StopPodSandbox failed for a container gone meanwhile: %v", withContainer, err)
+		}
+	}
 }
