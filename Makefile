@@ -40,7 +40,7 @@ install: build
 	install -D -m 0644 cri-docker.service.tmp $(DESTDIR)$(SYSTEMD_DIR)/cri-docker.service
 	rm -f cri-docker.service.tmp
 
-test: lint unit setup integration critest critest-gvisor setup-docker29 integration-docker29 critest-docker29 e2e-kubelet release-test fuzz
+test: lint unit setup integration critest critest-gvisor setup-docker29 integration-docker29 critest-docker29 e2e-kubelet e2e-node-fast release-test fuzz
 
 lint:
 	@bad=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$bad" ]; then echo "gofmt needed: $$bad"; exit 1; fi
@@ -171,3 +171,15 @@ mutation:
 critest-gvisor: build setup
 	CRITEST_RUNTIME_HANDLER=gvisor CRITEST_EXPECTED=$(CURDIR)/integration/critest/expected-failures-gvisor.txt \
 		integration/critest/run.sh $(BIN)
+
+# Kubernetes' node e2e suite (test/e2e_node v1.37.2) against our binary, with the suite's own
+# kubelet on a private dockerd and offline stand-ins of its images (integration/e2e-node/README.md);
+# builds the suite, ginkgo and the images' programs into /var/cache/cri-dockerd-ci/e2e-node/ once.
+# e2e-node: [NodeConformance] + RuntimeClass (parallel) and the serial image pull specs;
+# e2e-node-fast (in `make test`): the subset of run.sh's FAST_FOCUS.
+.PHONY: e2e-node e2e-node-fast
+e2e-node: build setup
+	integration/e2e-node/run.sh $(BIN)
+
+e2e-node-fast: build setup
+	integration/e2e-node/run.sh --fast $(BIN)
