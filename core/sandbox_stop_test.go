@@ -111,3 +111,23 @@ func TestStopPodSandboxReportsDockersStopFailures(t *testing.T) {
 		}
 	}
 }
+
+// RemovePodSandbox removes every container of the pod, and fails when Docker cannot remove one.
+func TestRemovePodSandboxRemovesEveryContainer(t *testing.T) {
+	ctx := context.Background()
+	fake := libdocker.NewFake()
+	s := newTestService(t, fake, Options{})
+	podID, podCfg := runPod(t, s, "p", "")
+	createContainer(t, s, podID, podCfg, "c1")
+	createContainer(t, s, podID, podCfg, "c2")
+	fake.InjectError("RemoveContainer", errors.New("driver overlay2 failed to remove root filesystem: device or resource busy"))
+	if _, err := s.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: podID}); err == nil {
+		t.Error("RemovePodSandbox succeeded although Docker failed to remove a container")
+	}
+	if _, err := s.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: podID}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(fake.Containers()); n != 0 {
+		t.Errorf("%d containers left after RemovePodSandbox", n)
+	}
+}

@@ -262,11 +262,14 @@ func TestCNIChoosesFirstValidConfigAndSaysWhyOthersAreSkipped(t *testing.T) {
 	e.write(t, "20-second.conflist", bridgeConflist("second"))
 	// A single plugin config (.conf) is a list of one.
 	e.write(t, "10-first.conf", `{"cniVersion": "0.4.0", "name": "first", "type": "bridge", "ipam": {"type": "host-local", "subnet": "10.1.0.0/16"}}`)
+	// The watch reloads on each new file; a load that read the directory before the last file
+	// came may end after one that saw it (this test reloads beside the watch), so wait for the
+	// load after the last event.
 	c.reload()
-	att, err := c.Plan(Pod{})
-	if err != nil || att.Network != "first" {
-		t.Fatalf("Plan = %+v, %v; want the first valid config in lexical order (first)", att, err)
-	}
+	eventually(t, "the first valid config in lexical order (first)", func() bool {
+		att, err := c.Plan(Pod{})
+		return err == nil && att.Network == "first"
+	})
 }
 
 func TestCNIMissingPluginBinaryIsNotReady(t *testing.T) {
