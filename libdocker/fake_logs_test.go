@@ -49,7 +49,7 @@ func TestFakeLogSplitsLongLinesAsDocker(t *testing.T) {
 	}
 	long := strings.Repeat("a", 40000)
 	exact := strings.Repeat("b", 16384)
-	if err := f.WriteLog(id, false, "short\n"+long+"\n"+exact+"\n"+"tail"); err != nil {
+	if err := f.WriteLog(id, false, "\nshort\n"+long+"\n"+exact+"\n"+"tail"); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.WriteLog(id, true, strings.Repeat("c", 16385)); err != nil {
@@ -66,6 +66,7 @@ func TestFakeLogSplitsLongLinesAsDocker(t *testing.T) {
 		data   string
 		group  int // frames of one group share a stamp; groups are strictly increasing
 	}{
+		{1, "\n", -1}, // a blank line is a message of its own
 		{1, "short\n", 0},
 		{1, long[:16384], 1}, {1, long[16384:32768], 1}, {1, long[32768:] + "\n", 1},
 		{1, exact, 2}, {1, "\n", 2},
