@@ -218,6 +218,9 @@ func (s *Store) follow(ctx context.Context, msgs <-chan events.Message, errs <-c
 	failed := make(chan error, 1)
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	// Reads go to Docker from the moment the stream breaks, not once the refreshes in flight
+	// (which may wait on a dockerd going away) are done.
+	defer s.setSynced(false)
 	for {
 		select {
 		case <-imgMsgs:
