@@ -25,7 +25,9 @@ func validateSandboxSettings(cfg *runtimeapi.PodSandboxConfig) error {
 		if len(h) > maxHostnameLen {
 			return invalidf("pod sandbox hostname %.80q: %d bytes, Linux allows at most %d", h, len(h), maxHostnameLen)
 		}
-		if errs := validation.IsDNS1123Subdomain(h); len(errs) > 0 {
+		// One trailing dot is the FQDN of setHostnameAsFQDN from a kubelet whose clusterDomain is
+		// empty ("pod.sub.ns.svc."); Linux and Docker take it as it is, as containerd passes it.
+		if errs := validation.IsDNS1123Subdomain(strings.TrimSuffix(h, ".")); len(errs) > 0 {
 			return invalidf("pod sandbox hostname %q: not an RFC 1123 name (lower-case letters, digits, '-' and '.'): %s", h, strings.Join(errs, "; "))
 		}
 	}

@@ -47,6 +47,8 @@ func TestRunPodSandboxRefusesBadSettingsBeforeCreatingAnything(t *testing.T) {
 		{"hostname with spaces and slashes", "hostname", func(c *runtimeapi.PodSandboxConfig) { c.Hostname = "my host/../x" }},
 		{"hostname upper case", "RFC 1123", func(c *runtimeapi.PodSandboxConfig) { c.Hostname = "Web" }},
 		{"hostname of 65 bytes", "at most 64", func(c *runtimeapi.PodSandboxConfig) { c.Hostname = strings.Repeat("a", 65) }},
+		{"hostname with two trailing dots", "RFC 1123", func(c *runtimeapi.PodSandboxConfig) { c.Hostname = "web.svc.." }},
+		{"hostname of a dot", "RFC 1123", func(c *runtimeapi.PodSandboxConfig) { c.Hostname = "." }},
 		{"supplemental groups policy 99", "supplemental_groups_policy", func(c *runtimeapi.PodSandboxConfig) {
 			nsOpts(c)
 			c.Linux.SecurityContext.SupplementalGroupsPolicy = 99
@@ -68,10 +70,12 @@ func TestRunPodSandboxRefusesBadSettingsBeforeCreatingAnything(t *testing.T) {
 		}
 	}
 
-	// What the kubelet sends is accepted: a DNS label, or an FQDN of up to 64 bytes.
+	// What the kubelet sends is accepted: a DNS label, or an FQDN of up to 64 bytes, absolute
+	// (a trailing dot) when the kubelet's clusterDomain is empty (the node e2e suite's
+	// "setHostnameAsFQDN is set to true" spec).
 	fake := libdocker.NewFake()
 	s := newTestService(t, fake, Options{})
-	for i, h := range []string{"web-0", strings.Repeat("a", 30) + "." + strings.Repeat("b", 33)} {
+	for i, h := range []string{"web-0", strings.Repeat("a", 30) + "." + strings.Repeat("b", 33), "hostfqdn-1.t.ns-2.svc."} {
 		cfg := sandboxConfig("ok" + string(rune('a'+i)))
 		cfg.Hostname = h
 		cfg.Annotations[shmSizeAnnotation] = "64Mi"
