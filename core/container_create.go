@@ -166,7 +166,7 @@ func (s *Service) containerDockerConfig(ctx context.Context, sandboxID string, r
 	if err := s.applyDevices(hostCfg, cfg.Devices, cfg.CDIDevices); err != nil {
 		return nil, nil, err
 	}
-	s.applyContainerAnnotations(hostCfg, sandboxID, cfg, sandboxCfg)
+	s.applyContainerAnnotations(ctx, hostCfg, sandboxID, cfg, sandboxCfg)
 	if err := s.applySecurityContext(ctx, containerCfg, hostCfg, cfg.GetLinux().GetSecurityContext(), sandboxCfg.GetLinux().GetSecurityContext().GetPrivileged(), rt); err != nil {
 		return nil, nil, err
 	}

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"context"
 	"sort"
 	"strconv"
 	"strings"
@@ -200,7 +201,15 @@ func (s *Service) annotationsReachRuntimes() bool {
 
 // applyContainerAnnotations tells the runtime which pod a container belongs to, through OCI
 // annotations, as containerd does for VM-based runtimes. Daemons before API 1.43 drop them.
-func (s *Service) applyContainerAnnotations(hc *container.HostConfig, sandboxID string, cfg *runtimeapi.ContainerConfig, sandboxCfg *runtimeapi.PodSandboxConfig) {
+//
+// The container type and sandbox id are left out for runsc behind the runc shim: with them,
+// containerd's runc shim serves the pod's containers from one shim, and runsc starts the
+// container inside the pause container's gVisor sandbox, where `runsc start` leaves a gofer
+// holding its output pipe open and the shim waits on it forever (StartContainer hangs, seen on
+// Docker 29.8). gVisor groups a pod's containers only through its own shim
+// (io.containerd.runsc.v1); through the runc shim each container is a gVisor sandbox of its
+// own, in the pod's namespaces, as on daemons that drop annotations.
+func (s *Service) applyContainerAnnotations(ctx context.Context, hc *container.HostConfig, sandboxID string, cfg *runtimeapi.ContainerConfig, sandboxCfg *runtimeapi.PodSandboxConfig) {
 	if !s.annotationsReachRuntimes() {
 		return
 	}
@@ -208,10 +217,12 @@ func (s *Service) applyContainerAnnotations(hc *container.HostConfig, sandboxID 
 	if hc.Annotations == nil {
 		hc.Annotations = map[string]string{}
 	}
-	hc.Annotations[annotationContainerType] = annotationContainerTypeValue
+	if info, err := s.runtimes.get(ctx); err != nil || !info.runscBehindRuncShim(hc.Runtime) {
+		hc.Annotations[annotationContainerType] = annotationContainerTypeValue
+		hc.Annotations[annotationSandboxID] = sandboxID
+	}
 	hc.Annotations[annotationContainerName] = cfg.GetMetadata().GetName()
 	hc.Annotations[annotationImageName] = cfg.GetImage().GetImage()
-	hc.Annotations[annotationSandboxID] = sandboxID
 	hc.Annotations[annotationSandboxName] = m.GetName()
 	hc.Annotations[annotationSandboxNamespace] = m.GetNamespace()
 	hc.Annotations[annotationSandboxUID] = m.GetUid()

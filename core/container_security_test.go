@@ -391,6 +391,49 @@ func TestAnnotationsAndCDIWhereTheDaemonTakesThem(t *testing.T) {
 	}
 }
 
+// runsc behind the runc shim is not told to start a pod's containers in its pause container's
+// gVisor sandbox (StartContainer hung there on Docker 29); every other runtime, the default
+// one included, is, and with the default runtime set to runsc the default handler is not.
+func TestRunscIsNotToldToGroupAPodsContainers(t *testing.T) {
+	fake := libdocker.NewFake()
+	fake.SetAPIVersion("1.47")
+	fake.AddRuntime("gvisor", "/usr/bin/runsc", "--network=host")
+	fake.AddRuntime("kata-like", "/opt/kata/bin/kata-runtime")
+	fake.AddRuntime("runsc-default", "/usr/local/bin/runsc")
+	s := newTestService(t, fake, Options{})
+	for _, tc := range []struct {
+		handler, defaultRuntime string
+		grouped                 bool
+	}{{"gvisor", "", false}, {"kata-like", "", true}, {"", "", true}, {"", "runsc-default", false}} {
+		if tc.defaultRuntime != "" {
+			fake.SetDefaultRuntime(tc.defaultRuntime)
+			s.runtimes = newRuntimeCache(fake, 0)
+		}
+		podCfg := sandboxConfig("p" + randomSuffix())
+		pod, err := s.RunPodSandbox(context.Background(), &runtimeapi.RunPodSandboxRequest{Config: podCfg, RuntimeHandler: tc.handler})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := s.CreateContainer(context.Background(), &runtimeapi.CreateContainerRequest{PodSandboxId: pod.PodSandboxId, Config: containerConfig("c"), SandboxConfig: podCfg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := fake.InspectContainer(context.Background(), resp.ContainerId)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := c.HostConfig.Annotations
+		_, typed := a[annotationContainerType]
+		id, withID := a[annotationSandboxID]
+		if typed != tc.grouped || withID != tc.grouped || (withID && id != pod.PodSandboxId) {
+			t.Errorf("handler %q (default runtime %q): annotations %v, want grouping %v", tc.handler, tc.defaultRuntime, a, tc.grouped)
+		}
+		if a[annotationContainerName] != "c" || a[annotationSandboxName] != podCfg.Metadata.Name {
+			t.Errorf("handler %q: pod identity missing from %v", tc.handler, a)
+		}
+	}
+}
+
 // A handler marked privileged-without-host-devices (for VM runtimes) gets every privilege
 // but the node's devices; other handlers keep Docker's privileged mode.
 func TestPrivilegedWithoutHostDevicesPerHandler(t *testing.T) {

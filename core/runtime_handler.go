@@ -59,6 +59,17 @@ func (i *dockerInfo) knows(runtime string) bool {
 	return shimName.MatchString(runtime) && featuresOf(i.APIVersion).shimNames
 }
 
+// runscBehindRuncShim reports whether Docker runs runtime (a HostConfig.Runtime; "" for the
+// daemon's default) as gVisor's runsc under containerd's runc shim: a daemon.json runtime whose
+// path is runsc. Docker reports no path for shim v2 runtimes, so those are never matched.
+func (i *dockerInfo) runscBehindRuncShim(runtime string) bool {
+	if runtime == "" {
+		runtime = i.DefaultRuntime
+	}
+	r, ok := i.Runtimes[runtime]
+	return ok && r.Path != "" && strings.HasPrefix(filepath.Base(r.Path), "runsc")
+}
+
 func (i *dockerInfo) names() string {
 	names := make([]string, 0, len(i.Runtimes))
 	for name := range i.Runtimes {
