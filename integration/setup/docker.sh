@@ -59,14 +59,15 @@ mkdir -p "$LIBEXEC/broken-runtime-dir"
 # gVisor three ways (docs/alternative-runtimes.md): "gvisor" uses the network namespace it is
 # started in (--network=host), so interfaces a CNI ADD makes after the pause container started
 # are seen; "gvisor-nonet" has loopback only; "gvisor-sandbox" is gVisor's default network
-# mode, which fails on Docker here (the tests check how we report and clean that up).
+# mode, which fails on Docker here (the tests check how we report and clean that up). The first
+# two take --oci-seccomp: without it runsc ignores the spec's seccomp filter.
 RUNSC=$(command -v runsc)
 runtimes=$(jq -n --arg w "$wrapper" --arg runc "$RUNC" --arg b "$LIBEXEC/broken-runtime-dir" --arg runsc "$RUNSC" '{
   "wrapped":  {path: $w},
   "runc-alt": {path: $runc, runtimeArgs: ["--root", "/run/runc-alt"]},
   "broken":   {path: $b},
-  "gvisor":         {path: $runsc, runtimeArgs: ["--network=host"]},
-  "gvisor-nonet":   {path: $runsc, runtimeArgs: ["--network=none"]},
+  "gvisor":         {path: $runsc, runtimeArgs: ["--network=host", "--oci-seccomp"]},
+  "gvisor-nonet":   {path: $runsc, runtimeArgs: ["--network=none", "--oci-seccomp"]},
   "gvisor-sandbox": {path: $runsc}
 }')
 mkdir -p "$(dirname "$DAEMON_JSON")"

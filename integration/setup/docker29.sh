@@ -193,8 +193,8 @@ daemon_json=$(jq -n --arg w "$wrapper" --arg runc "$BIN/runc" --arg b "$LIBEXEC/
     "wrapped":  {path: $w},
     "runc-alt": {path: $runc, runtimeArgs: ["--root", $altroot]},
     "broken":   {path: $b},
-    "gvisor":         {path: $runsc, runtimeArgs: ["--root", $gvroot, "--network=host"]},
-    "gvisor-nonet":   {path: $runsc, runtimeArgs: ["--root", $gvroot, "--network=none"]},
+    "gvisor":         {path: $runsc, runtimeArgs: ["--root", $gvroot, "--network=host", "--oci-seccomp"]},
+    "gvisor-nonet":   {path: $runsc, runtimeArgs: ["--root", $gvroot, "--network=none", "--oci-seccomp"]},
     "gvisor-sandbox": {path: $runsc, runtimeArgs: ["--root", $gvroot]}
   },
   "default-runtime": "runc",
