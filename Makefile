@@ -81,6 +81,13 @@ bench: build setup
 	$(GO) test -tags integration -run XXX -bench 'Stats|ContainerEventLatency' -benchtime 3x -timeout 30m ./integration/
 	CRI_DOCKERD_UPSTREAM=$$(integration/setup/upstream.sh) $(GO) test -tags integration -run XXX \
 		-bench 'ConcurrentRunPodSandbox|NodeFullOfPods' -benchtime 1x -timeout 60m ./integration/
+	$(MAKE) bench-density
+
+# Pod startup density through the real kubelet, ours and upstream in one run
+# (integration/e2e/density-bench.sh; DENSITY_COUNTS=10,100 by default).
+.PHONY: bench-density
+bench-density: build setup
+	integration/e2e/density-bench.sh $(BIN) $$(integration/setup/upstream.sh)
 
 clean:
 	rm -rf bin
@@ -170,6 +177,13 @@ mutation:
 .PHONY: critest-gvisor
 critest-gvisor: build setup
 	CRITEST_RUNTIME_HANDLER=gvisor CRITEST_EXPECTED=$(CURDIR)/integration/critest/expected-failures-gvisor.txt \
+		integration/critest/run.sh $(BIN)
+
+# The same on Docker 29 (not in `make test`, for time): expected-failures-gvisor-docker29.txt.
+.PHONY: critest-gvisor-docker29
+critest-gvisor-docker29: build setup-docker29
+	CRITEST_RUNTIME_HANDLER=gvisor CRITEST_DOCKER_ENDPOINT=$(DOCKER29_HOST) \
+		CRITEST_EXPECTED=$(CURDIR)/integration/critest/expected-failures-gvisor-docker29.txt \
 		integration/critest/run.sh $(BIN)
 
 # Kubernetes' node e2e suite (test/e2e_node v1.37.2) against our binary, with the suite's own
