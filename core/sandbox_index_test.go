@@ -73,3 +73,26 @@ func TestSandboxRemovedBeforeAnyStatusKeepsItsNamespaces(t *testing.T) {
 		}
 	}
 }
+
+// A list, which does not say a sandbox's namespaces, does not make us forget them: a host
+// network pod listed and then removed behind our back still reports the node's namespace.
+func TestSandboxListedThenRemovedKeepsItsNamespaces(t *testing.T) {
+	fake := libdocker.NewFake()
+	s := newTestService(t, fake, Options{})
+	node := runtimeapi.NamespaceMode_NODE
+	cfg := sandboxConfig("host")
+	cfg.Linux = &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: &runtimeapi.NamespaceOption{Network: node}}}
+	resp, err := s.RunPodSandbox(context.Background(), &runtimeapi.RunPodSandboxRequest{Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := resp.PodSandboxId
+	createContainer(t, s, id, cfg, "app")
+	if got := listSandboxes(t, s, nil); got[id] == nil {
+		t.Fatalf("ListPodSandbox = %v, want %s", got, id)
+	}
+	removeBehindOurBack(t, fake, id)
+	if got := sandboxStatus(t, s, id).GetLinux().GetNamespaces().GetOptions().GetNetwork(); got != node {
+		t.Errorf("network namespace after a list and a removal = %v, want %v", got, node)
+	}
+}

@@ -36,6 +36,32 @@ func TestStopPodSandboxStopsARestartingContainer(t *testing.T) {
 	}
 }
 
+// StopPodSandbox asks Docker to stop the containers that run, not those that already exited
+// or never started: Docker sees one stop for the running container (and one for the sandbox).
+func TestStopPodSandboxStopsOnlyTheContainersThatRun(t *testing.T) {
+	fake := libdocker.NewFake()
+	s := newTestService(t, fake, Options{})
+	ctx := context.Background()
+	podID, podCfg := runPod(t, s, "p", "")
+	run := startedContainer(t, s, podID, podCfg, "run")
+	exited := startedContainer(t, s, podID, podCfg, "exited")
+	if err := fake.ExitContainer(exited, 0); err != nil {
+		t.Fatal(err)
+	}
+	created := createContainer(t, s, podID, podCfg, "created")
+	if _, err := s.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: podID}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := fake.LastStopTimeout(run); !ok {
+		t.Errorf("the running container was not stopped")
+	}
+	for name, id := range map[string]string{"exited": exited, "created": created} {
+		if _, ok := fake.LastStopTimeout(id); ok {
+			t.Errorf("the %s container was sent a stop", name)
+		}
+	}
+}
+
 // The stop of a sandbox removed behind our back fails while its network cannot be torn down,
 // keeping the checkpoint for the next try; once it can, the stop succeeds.
 func TestStopOfAGoneSandboxFailsWhileItsTearDownFails(t *testing.T) {
