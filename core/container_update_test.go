@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"google.golang.org/grpc/codes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -63,6 +64,24 @@ func TestUpdateContainerResourcesAppliesLive(t *testing.T) {
 // or memory.swap.max on cgroup v2) do. The fake refuses what Docker refuses: a memory limit
 // above the stored MemorySwap without a MemorySwap in the same update, which is every memory
 // limit on a container created without one (MemorySwap 0).
+// UpdateContainerResources fails when Docker refuses the update, and the container keeps its
+// resources.
+func TestUpdateContainerResourcesFailsWhenDockerRefuses(t *testing.T) {
+	fake := libdocker.NewFake()
+	s := newTestService(t, fake, Options{})
+	ctx := context.Background()
+	podID, podCfg := runPod(t, s, "resize", "")
+	id := startedContainer(t, s, podID, podCfg, "c")
+	fake.InjectError("UpdateContainer", cerrdefs.ErrInvalidArgument.WithMessage("Memory limit should be smaller than already set memoryswap limit"))
+	_, err := s.UpdateContainerResources(ctx, &runtimeapi.UpdateContainerResourcesRequest{ContainerId: id, Linux: &runtimeapi.LinuxContainerResources{MemoryLimitInBytes: 256 << 20}})
+	if err == nil {
+		t.Fatal("UpdateContainerResources succeeded although Docker refused the update")
+	}
+	if c, _ := fake.InspectContainer(ctx, id); c.HostConfig.Memory == 256<<20 {
+		t.Errorf("the refused memory limit was applied")
+	}
+}
+
 func TestUpdateContainerMemoryCarriesSwap(t *testing.T) {
 	const mi = 1 << 20
 	for _, tc := range []struct {

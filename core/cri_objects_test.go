@@ -144,6 +144,30 @@ func TestRemoveContainerByPrefixDropsItsLogRecord(t *testing.T) {
 	}
 }
 
+// RemoveContainer fails when Docker cannot remove the container, and the container stays for
+// the kubelet's next try; that try removes it.
+func TestRemoveContainerFailsWhenDockerCannotRemoveIt(t *testing.T) {
+	ctx := context.Background()
+	fake := libdocker.NewFake()
+	s := newTestService(t, fake, Options{})
+	podID, podCfg := runPod(t, s, "p", "")
+	id := createContainer(t, s, podID, podCfg, "c")
+	fake.InjectError("RemoveContainer", fmt.Errorf("driver overlay2 failed to remove root filesystem: device or resource busy"))
+	if _, err := s.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: id}); err == nil {
+		t.Fatal("RemoveContainer succeeded although Docker failed to remove the container")
+	}
+	if _, err := fake.InspectContainer(ctx, id); err != nil {
+		t.Fatalf("the container is gone after a failed removal: %v", err)
+	}
+	resp, err := s.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: id})
+	if err != nil || resp == nil {
+		t.Fatalf("RemoveContainer = %v, %v; want a response", resp, err)
+	}
+	if _, err := fake.InspectContainer(ctx, id); !libdocker.IsNotFound(err) {
+		t.Errorf("the container is still there after RemoveContainer (%v)", err)
+	}
+}
+
 func TestCreateContainerRefusesLogPathsOutsideTheLogDirectory(t *testing.T) {
 	ctx := context.Background()
 	fake := libdocker.NewFake()

@@ -371,6 +371,9 @@ func TestExecSyncReturnsOutputAndExitCode(t *testing.T) {
 	start := time.Now()
 	_, err = s.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: id, Cmd: []string{"sleep", "60"}, Timeout: 1})
 	wantCode(t, err, codes.DeadlineExceeded)
+	if !strings.Contains(err.Error(), "timed out after 1s and was killed") {
+		t.Errorf("timeout error %q, want it to say the command was killed", err)
+	}
 	if time.Since(start) > 10*time.Second {
 		t.Errorf("timeout of 1 s returned after %s", time.Since(start))
 	}
