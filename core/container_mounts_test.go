@@ -91,6 +91,8 @@ func TestRecursiveReadOnlyMounts(t *testing.T) {
 func TestKernelAtLeast(t *testing.T) {
 	for release, want := range map[string]bool{
 		"6.1.0-18-amd64": true, "5.12.0": true, "5.10.0-28-cloud-amd64": false, "4.19.0": false, "5.15+": true, "garbage": false,
+		// A minor ending in 0 or 9 is read whole.
+		"5.20.0": true, "5.19.0-rc1": true, "4.20": false,
 	} {
 		if got := kernelAtLeast(release, 5, 12); got != want {
 			t.Errorf("kernelAtLeast(%q, 5, 12) = %v, want %v", release, got, want)
