@@ -389,6 +389,15 @@ func TestAnnotationsAndCDIWhereTheDaemonTakesThem(t *testing.T) {
 	if sa[annotationContainerType] != "sandbox" || sa[annotationSandboxCPUQuota] != "225000" || sa[annotationSandboxMemory] != "1207959552" || sa[annotationSandboxUID] != "uid-vm" {
 		t.Errorf("sandboxAnnotations %v", sa)
 	}
+	// Resources without overhead are the VM's size alone; a pod with neither gets no size.
+	pod.Linux.Overhead = nil
+	if sa := s.sandboxAnnotations(pod); sa[annotationSandboxCPUQuota] != "200000" || sa[annotationSandboxMemory] != "1073741824" {
+		t.Errorf("sandboxAnnotations without overhead %v", sa)
+	}
+	pod.Linux = nil
+	if sa := s.sandboxAnnotations(pod); sa[annotationSandboxMemory] != "" || sa[annotationSandboxCPUQuota] != "" || sa[annotationSandboxUID] != "uid-vm" {
+		t.Errorf("sandboxAnnotations without resources %v", sa)
+	}
 }
 
 // runsc behind the runc shim is not told to start a pod's containers in its pause container's
