@@ -35,6 +35,8 @@ func TestImageNamesAgreeAcrossCallsOnBothStores(t *testing.T) {
 				want{[]string{}, []string{"example.com/app@" + refsDigest}}},
 			{"by tag, then by digest from two repositories", []string{"example.com/app:1", "example.com/app@" + refsDigest, "mirror.example.org/app@" + refsDigest},
 				want{[]string{"example.com/app:1"}, []string{"example.com/app@" + refsDigest, "mirror.example.org/app@" + refsDigest}}},
+			{"two tags in two repositories", []string{"example.com/app:1", "example.com/other:2"},
+				want{[]string{"example.com/app:1", "example.com/other:2"}, []string{"example.com/app@" + refsDigest, "example.com/other@" + refsDigest}}},
 			{"two tags in two repositories, a digest", []string{"example.com/app:1", "example.com/other:2", "example.com/app@" + refsDigest},
 				want{[]string{"example.com/app:1", "example.com/other:2"}, []string{"example.com/app@" + refsDigest, "example.com/other@" + refsDigest}}},
 		} {
