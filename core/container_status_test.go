@@ -6,7 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/mount"
+	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-dockerd/cri-dockerd/libdocker"
@@ -81,5 +84,28 @@ func TestContainerStatusImageRefIsUpstreamsPullableForm(t *testing.T) {
 				t.Errorf("listed image_ref %q image_id %q, want the image ID %q for both (image GC)", c.ImageRef, c.ImageId, tc.imageID)
 			}
 		})
+	}
+}
+
+// ContainerStatus reports the container's bind mounts, with their propagation; Docker's
+// volumes and tmpfs mounts are not the CRI's mounts and are left out.
+func TestContainerStatusMountsAreTheBindMounts(t *testing.T) {
+	got := criMounts([]container.MountPoint{
+		{Type: mount.TypeBind, Source: "/var/lib/kubelet/pods/x/volumes/cfg", Destination: "/etc/cfg", RW: false, Propagation: mount.PropagationRSlave},
+		{Type: mount.TypeVolume, Name: "anon", Source: "/var/lib/docker/volumes/anon/_data", Destination: "/data", RW: true},
+		{Type: mount.TypeTmpfs, Destination: "/run"},
+		{Type: mount.TypeBind, Source: "/mnt/shared", Destination: "/shared", RW: true, Propagation: mount.PropagationRShared},
+	})
+	want := []*runtimeapi.Mount{
+		{ContainerPath: "/etc/cfg", HostPath: "/var/lib/kubelet/pods/x/volumes/cfg", Readonly: true, Propagation: runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER},
+		{ContainerPath: "/shared", HostPath: "/mnt/shared", Propagation: runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("mounts %v, want %v", got, want)
+	}
+	for i := range want {
+		if !proto.Equal(got[i], want[i]) {
+			t.Errorf("mount %d = %v, want %v", i, got[i], want[i])
+		}
 	}
 }

@@ -55,6 +55,10 @@ func TestLabelsAndAnnotationsRoundTripExactly(t *testing.T) {
 	if got := list.Containers[0]; !maps.Equal(got.Labels, want.Labels) || !maps.Equal(got.Annotations, want.Annotations) || got.PodSandboxId != podID {
 		t.Errorf("listed container %v", got)
 	}
+	// Docker lists seconds; the list's created_at is in nanoseconds, as the status's.
+	if d := cs.Status.CreatedAt - list.Containers[0].CreatedAt; d < 0 || d >= int64(time.Second) {
+		t.Errorf("listed created_at %d, want the status's %d to the second", list.Containers[0].CreatedAt, cs.Status.CreatedAt)
+	}
 	pods, err := s.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
 	if err != nil || len(pods.Items) != 1 || !maps.Equal(pods.Items[0].Labels, podCfg.Labels) {
 		t.Errorf("ListPodSandbox = %v, %v", pods, err)
