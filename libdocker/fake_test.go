@@ -359,6 +359,7 @@ func TestRemoveImage(t *testing.T) {
 	}{
 		{"untag one of two keeps image", []string{"busybox", "mybox:1"}, "", "mybox:1", false, nil, true},
 		{"untag last tag removes image", []string{"busybox"}, "", "busybox", false, nil, false},
+		{"by ID with one tag removes image", []string{"busybox"}, "", busyboxID, false, nil, false},
 		{"by ID with two tags conflicts", []string{"busybox", "mybox:1"}, "", busyboxID, false, IsConflict, true},
 		{"by ID with two tags forced", []string{"busybox", "mybox:1"}, "", busyboxID, true, nil, false},
 		{"by ID used by stopped container", []string{"busybox"}, "stopped", busyboxID, false, IsConflict, true},
