@@ -191,3 +191,44 @@ func TestImageFsInfoOnTheContainerdStore(t *testing.T) {
 		t.Errorf("without containerd: mountpoint %q, want Docker's root %q", resp.ImageFilesystems[0].FsId.Mountpoint, info.DockerRootDir)
 	}
 }
+
+// The pod infra image is pinned (the kubelet's image garbage collection keeps it); no other
+// image is.
+func TestOnlyThePauseImageIsPinned(t *testing.T) {
+	s := newTestService(t, libdocker.NewFake(), Options{})
+	list, err := s.ListImages(context.Background(), &runtimeapi.ListImagesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pinned := map[string]bool{}
+	for _, img := range list.Images {
+		for _, tag := range img.RepoTags {
+			pinned[tag] = img.Pinned
+		}
+	}
+	if len(pinned) != 2 || !pinned[testPauseImage] || pinned[testImage] {
+		t.Errorf("pinned by tag %v, want %s alone of %s and %s", pinned, testPauseImage, testPauseImage, testImage)
+	}
+}
+
+// PullImage and RemoveImage fail when Docker does: an image the registry does not have, an
+// image Docker cannot remove.
+func TestPullAndRemoveImageFailWhenDockerFails(t *testing.T) {
+	fake := libdocker.NewFake()
+	s := newTestService(t, fake, Options{})
+	ctx := context.Background()
+	if resp, err := s.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: "example.com/missing:1"}}); err == nil {
+		t.Errorf("PullImage of an image the registry lacks = %v, want an error", resp)
+	}
+	id := fake.AddImage(libdocker.FakeImage("", "")) // untagged: removed by its ID alone
+	fake.InjectError("RemoveImage", errors.New("unrecognized image ID"))
+	if _, err := s.RemoveImage(ctx, &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: id}}); err == nil {
+		t.Error("RemoveImage succeeded although Docker failed to remove the image")
+	}
+	if resp, err := s.RemoveImage(ctx, &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: id}}); err != nil || resp == nil {
+		t.Errorf("RemoveImage = %v, %v; want it removed", resp, err)
+	}
+	if _, err := fake.InspectImage(ctx, id); !libdocker.IsNotFound(err) {
+		t.Errorf("the image is still there (%v)", err)
+	}
+}
