@@ -575,3 +575,23 @@ func TestUnescapeMountPath(t *testing.T) {
 		}
 	}
 }
+
+// RemoveContainer by an ID prefix of a container removed behind our back (Docker knows the
+// prefix no more) still releases its image volumes.
+func TestImageVolumeReleasedByRemoveContainerOfAPrefix(t *testing.T) {
+	e := newImageVolumeEnv(t, "1.41")
+	ctx := context.Background()
+	id, err := e.create(imageVolumeConfig("c", imageMount("/mnt", volumeImage, "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.fake.RemoveContainer(ctx, id, container.RemoveOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.s.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: id[:12]}); err != nil {
+		t.Fatal(err)
+	}
+	if e.mounter.count() != 0 || len(e.leftovers(t)) != 0 {
+		t.Errorf("%d mounts, left %v after RemoveContainer(%s)", e.mounter.count(), e.leftovers(t), id[:12])
+	}
+}
