@@ -129,6 +129,7 @@ func TestContainerEventsCarryThePodsStatuses(t *testing.T) {
 	if ev.PodSandboxStatus.GetId() != podID || ev.PodSandboxStatus.Metadata.GetUid() != "uid-ev" || ev.PodSandboxStatus.State != runtimeapi.PodSandboxState_SANDBOX_READY {
 		t.Errorf("sandbox status %v", ev.PodSandboxStatus)
 	}
+	created := ev.PodSandboxStatus.GetCreatedAt()
 
 	id := createContainer(t, s, podID, podCfg, "c")
 	ev = nextEvent(t, st, id, runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT)
@@ -169,7 +170,27 @@ func TestContainerEventsCarryThePodsStatuses(t *testing.T) {
 	if ev.PodSandboxStatus.GetId() != podID || ev.PodSandboxStatus.State != runtimeapi.PodSandboxState_SANDBOX_NOTREADY || ev.PodSandboxStatus.Metadata.GetName() != "ev" {
 		t.Errorf("deleted sandbox status %v", ev.PodSandboxStatus)
 	}
+	if got := ev.PodSandboxStatus.GetCreatedAt(); got != created {
+		t.Errorf("deleted sandbox created_at %d, want the last status's %d", got, created)
+	}
 	noMoreEvents(t, st)
+}
+
+// A sandbox removed behind our back with nothing left, of which no event was seen before,
+// is reported deleted with the status its Docker labels (the event's attributes) tell: the
+// kubelet needs the pod's identity to drop it.
+func TestSandboxDeletedBeforeAnyEventCarriesItsStatus(t *testing.T) {
+	fake := libdocker.NewFake()
+	s := newTestService(t, fake, Options{})
+	t.Cleanup(s.Close)
+	podID, _ := runPod(t, s, "ev", "")
+	st, _, _ := openEvents(t, s)
+	removeBehindOurBack(t, fake, podID)
+	nextEvent(t, st, podID, runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT)
+	ev := nextEvent(t, st, podID, runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT)
+	if ps := ev.PodSandboxStatus; ps.GetId() != podID || ps.GetState() != runtimeapi.PodSandboxState_SANDBOX_NOTREADY || ps.GetMetadata().GetUid() != "uid-ev" || ps.GetLabels()["app"] != "ev" {
+		t.Errorf("deleted sandbox status %v, want %s NOTREADY with its metadata and labels", ps, podID)
+	}
 }
 
 func TestContainerEventsAfterDockerRestartReportWhatWasMissed(t *testing.T) {
