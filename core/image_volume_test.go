@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -26,9 +27,10 @@ import (
 // fakeMounter "mounts" by copying the layers' files into the target (lowest layer first), so
 // that sub paths resolve on a real tree, and records what is mounted where.
 type fakeMounter struct {
-	mu      sync.Mutex
-	mounted map[string][]string // target -> layers
-	mounts  int
+	mu         sync.Mutex
+	mounted    map[string][]string // target -> layers
+	mounts     int
+	unmountErr error // what unmount fails with, while set
 }
 
 func newFakeMounter() *fakeMounter { return &fakeMounter{mounted: map[string][]string{}} }
@@ -52,6 +54,9 @@ func (m *fakeMounter) mountLayers(target string, layers []string) error {
 func (m *fakeMounter) unmount(target string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.unmountErr != nil {
+		return m.unmountErr
+	}
 	if _, ok := m.mounted[target]; !ok {
 		return nil
 	}
@@ -543,6 +548,18 @@ func TestResolveInRoot(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if err := os.WriteFile(filepath.Join(root, "etc/hosts"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A chain of 40 links (Linux's MAXSYMLINKS) resolves; one of 41 does not.
+	for i := 1; i <= 41; i++ {
+		if err := os.Symlink(fmt.Sprintf("l%d", i-1), filepath.Join(root, fmt.Sprintf("l%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("etc", filepath.Join(root, "l0")); err != nil {
+		t.Fatal(err)
+	}
 	for rel, want := range map[string]string{
 		"":              root,
 		"etc":           filepath.Join(root, "etc"),
@@ -554,6 +571,10 @@ func TestResolveInRoot(t *testing.T) {
 		"etc/missing":   "error",
 		"usr/up/../..":  "error",
 		"etc/ssl/../..": root,
+		"etc/hosts":     filepath.Join(root, "etc/hosts"), // a file is a path too
+		"etc/hosts/x":   "error",
+		"l39":           filepath.Join(root, "etc"), // l39 -> ... -> l0 -> etc: 40 links
+		"l40":           "error",
 	} {
 		got, err := resolveInRoot(root, rel)
 		if want == "error" {
@@ -593,5 +614,31 @@ func TestImageVolumeReleasedByRemoveContainerOfAPrefix(t *testing.T) {
 	}
 	if e.mounter.count() != 0 || len(e.leftovers(t)) != 0 {
 		t.Errorf("%d mounts, left %v after RemoveContainer(%s)", e.mounter.count(), e.leftovers(t), id[:12])
+	}
+}
+
+// RemoveContainer fails while its image volumes cannot be unmounted, keeping them for the
+// kubelet's next try, which removes them.
+func TestImageVolumeUnmountFailureFailsRemoveContainer(t *testing.T) {
+	e := newImageVolumeEnv(t, "1.41")
+	ctx := context.Background()
+	id, err := e.create(imageVolumeConfig("c", imageMount("/mnt", volumeImage, "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.mounter.mu.Lock()
+	e.mounter.unmountErr = errors.New("device or resource busy")
+	e.mounter.mu.Unlock()
+	if _, err := e.s.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: id}); err == nil {
+		t.Error("RemoveContainer succeeded although its image volume could not be unmounted")
+	}
+	e.mounter.mu.Lock()
+	e.mounter.unmountErr = nil
+	e.mounter.mu.Unlock()
+	if _, err := e.s.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: id}); err != nil {
+		t.Fatal(err)
+	}
+	if e.mounter.count() != 0 || len(e.leftovers(t)) != 0 {
+		t.Errorf("%d mounts, left %v after the retry", e.mounter.count(), e.leftovers(t))
 	}
 }
