@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -363,6 +364,16 @@ func TestStatsAndMetricsOnCgroupV2(t *testing.T) {
 	metrics, err := s.ListPodSandboxMetrics(ctx, &runtimeapi.ListPodSandboxMetricsRequest{})
 	if err != nil || len(metrics.PodMetrics) != 1 || len(metrics.PodMetrics[0].ContainerMetrics) != 1 {
 		t.Fatalf("ListPodSandboxMetrics = %v, %v", metrics, err)
+	}
+	// The pod's network metrics come from the same /proc/PID/net/dev.
+	rx := false
+	for _, mt := range metrics.PodMetrics[0].Metrics {
+		if mt.Name == "container_network_receive_bytes_total" && slices.Contains(mt.LabelValues, "eth0") {
+			rx = mt.Value.GetValue() == 12345
+		}
+	}
+	if !rx {
+		t.Errorf("pod metrics %v, want eth0's 12345 received bytes of the sandbox's /proc/PID/net/dev", metrics.PodMetrics[0].Metrics)
 	}
 	got := map[string]uint64{}
 	for _, mt := range metrics.PodMetrics[0].ContainerMetrics[0].Metrics {

@@ -2,6 +2,8 @@ package core
 
 import (
 	"context"
+	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/docker/docker/api/types/container"
@@ -50,6 +52,14 @@ func TestPodSandboxMetricsMatchTheirDescriptors(t *testing.T) {
 	if pm.PodSandboxId != podID || len(pm.ContainerMetrics) != 1 || pm.ContainerMetrics[0].ContainerId != id {
 		t.Fatalf("pod metrics of %q, containers %v", pm.PodSandboxId, pm.ContainerMetrics)
 	}
+	// Every metric is labelled with the container's id, Docker name and image.
+	c, _ := fake.InspectContainer(ctx, id)
+	for _, m := range pm.ContainerMetrics[0].Metrics {
+		if len(m.LabelValues) < 3 || m.LabelValues[0] != id || m.LabelValues[1] != strings.TrimPrefix(c.Name, "/") || m.LabelValues[2] != c.Config.Image {
+			t.Errorf("metric %s labelled %q, want %s, %s, %s", m.Name, m.LabelValues, id, c.Name, c.Config.Image)
+			break
+		}
+	}
 	values := map[string]uint64{}
 	for _, m := range append(pm.Metrics, pm.ContainerMetrics[0].Metrics...) {
 		n, ok := labelKeys[m.Name]
@@ -70,6 +80,15 @@ func TestPodSandboxMetricsMatchTheirDescriptors(t *testing.T) {
 		if got, ok := values[name]; !ok || got != want {
 			t.Errorf("%s = %d (present %v), want %d", name, got, ok, want)
 		}
+	}
+	// The filesystem's size is that of Docker's root directory's filesystem.
+	info, _ := fake.Info(ctx)
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(info.DockerRootDir, &st); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := values["container_fs_limit_bytes"], st.Blocks*uint64(st.Bsize); got != want {
+		t.Errorf("container_fs_limit_bytes = %d, want %d of %s", got, want, info.DockerRootDir)
 	}
 	for _, name := range []string{"container_fs_usage_bytes", "container_fs_inodes_total", "container_last_seen", "container_start_time_seconds", "container_memory_failures_total", "container_blkio_device_usage_total"} {
 		if _, ok := values[name]; !ok {
