@@ -642,3 +642,22 @@ func TestImageVolumeUnmountFailureFailsRemoveContainer(t *testing.T) {
 		t.Errorf("%d mounts, left %v after the retry", e.mounter.count(), e.leftovers(t))
 	}
 }
+
+// A sub path Docker could not find is named alone when Docker's error names it, and every
+// native sub path is named when it does not.
+func TestNativeSubPathErrorNamesTheMissingSubPath(t *testing.T) {
+	mounts := []imageVolumeMount{
+		{ContainerPath: "/a", Image: "img:1", SubPath: "data", Native: true},
+		{ContainerPath: "/b", Image: "img:1", SubPath: "conf", Native: true},
+	}
+	named := fmt.Errorf("%w: stat /var/lib/docker/overlay2/x/merged/conf: no such file or directory", libdocker.ErrSubpathNotFound)
+	err := nativeSubPathError(mounts, named)
+	if status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), `"conf"`) || strings.Contains(err.Error(), `"data"`) {
+		t.Errorf("Docker naming conf: %v, want NotFound naming conf alone", err)
+	}
+	unnamed := fmt.Errorf("%w: the image has no such path", libdocker.ErrSubpathNotFound)
+	err = nativeSubPathError(mounts, unnamed)
+	if status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), `"conf"`) || !strings.Contains(err.Error(), `"data"`) {
+		t.Errorf("Docker naming none: %v, want NotFound naming both", err)
+	}
+}
