@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -249,6 +252,105 @@ func TestContainerEventsAfterDockerRestartReportWhatWasMissed(t *testing.T) {
 		t.Fatal(err)
 	}
 	nextEvent(t, st, born, runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT)
+	noMoreEvents(t, st)
+}
+
+// The relist after a Docker restart reports a pod that went away container first, sandbox
+// last, and a pod that came sandbox first: the kubelet never sees a container without its pod.
+func TestContainerEventsAfterDockerRestartKeepPodsAndContainersInOrder(t *testing.T) {
+	t.Parallel() // it waits on clocks: beside the other tests that do, not after them
+	fake := libdocker.NewFake()
+	s := newTestService(t, fake, Options{})
+	t.Cleanup(s.Close)
+	ctx := context.Background()
+	gonePod, gonePodCfg := runPod(t, s, "gone", "")
+	goneCtr := createContainer(t, s, gonePod, gonePodCfg, "c")
+	st, _, _ := openEvents(t, s)
+
+	away := errors.New("Cannot connect to the Docker daemon at unix:///var/run/docker.sock")
+	fake.InjectPersistentError("Events", away)
+	fake.InjectPersistentError("ListContainers", away)
+	fake.BreakEvents(errors.New("unexpected EOF"))
+	for _, id := range []string{goneCtr, gonePod} {
+		if err := fake.RemoveContainer(ctx, id, containerRemoveOptions()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	newPod, newPodCfg := runPod(t, s, "new", "")
+	newCtr := createContainer(t, s, newPod, newPodCfg, "c")
+	noMoreEvents(t, st)
+	fake.InjectPersistentError("ListContainers", nil)
+	fake.InjectPersistentError("Events", nil)
+
+	at := map[string]int{}
+	for i := range 5 {
+		select {
+		case ev := <-st.events:
+			at[fmt.Sprintf("%.12s %v", ev.ContainerId, ev.ContainerEventType)] = i
+		case <-time.After(10 * time.Second):
+			t.Fatalf("events after reconnect: %v", at)
+		}
+	}
+	key := func(id string, typ runtimeapi.ContainerEventType) int {
+		i, ok := at[fmt.Sprintf("%.12s %v", id, typ)]
+		if !ok {
+			t.Fatalf("no %v event for %.12s in %v", typ, id, at)
+		}
+		return i
+	}
+	if key(goneCtr, runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT) > key(gonePod, runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT) {
+		t.Errorf("the sandbox's deletion came before its container's: %v", at)
+	}
+	if key(newPod, runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT) > key(newCtr, runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT) {
+		t.Errorf("the container's creation came before its sandbox's: %v", at)
+	}
+}
+
+// startingDocker starts a container when the next list begins, as a kubelet's start racing
+// with the relist after a reconnect does: the list sees it running, and its start event
+// comes on the new stream.
+type startingDocker struct {
+	*libdocker.Fake
+	mu    sync.Mutex
+	start string
+}
+
+func (d *startingDocker) ListContainers(ctx context.Context, opts container.ListOptions) ([]container.Summary, error) {
+	d.mu.Lock()
+	id := d.start
+	d.start = ""
+	d.mu.Unlock()
+	if id != "" {
+		if err := d.Fake.StartContainer(ctx, id); err != nil {
+			return nil, err
+		}
+	}
+	return d.Fake.ListContainers(ctx, opts)
+}
+
+// A start that both the relist and the new event stream see is reported once.
+func TestContainerEventSeenByTheRelistIsNotSentAgain(t *testing.T) {
+	t.Parallel() // it waits on clocks: beside the other tests that do, not after them
+	fake := libdocker.NewFake()
+	fake.SetDockerRootDir(t.TempDir())
+	fake.AddImage(libdocker.FakeImage("", "", testPauseImage))
+	fake.AddImage(libdocker.FakeImage("", "", testImage))
+	d := &startingDocker{Fake: fake}
+	logger := logrus.New()
+	logger.SetOutput(io.Discard)
+	s, err := New(context.Background(), d, Options{PodInfraImage: testPauseImage, DefaultRuntimeHandler: "docker", Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	podID, podCfg := runPod(t, s, "race", "")
+	id := createContainer(t, s, podID, podCfg, "c")
+	st, _, _ := openEvents(t, s)
+	d.mu.Lock()
+	d.start = id
+	d.mu.Unlock()
+	fake.BreakEvents(errors.New("unexpected EOF"))
+	nextEvent(t, st, id, runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT)
 	noMoreEvents(t, st)
 }
 
