@@ -2,10 +2,13 @@ package core
 
 import (
 	"context"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-dockerd/cri-dockerd/libdocker"
@@ -56,5 +59,27 @@ func TestShmSizeFromPodAnnotations(t *testing.T) {
 	}
 	if n := fake.Calls("CreateContainer") - before; n != 0 {
 		t.Errorf("invalid shm sizes created %d containers", n)
+	}
+}
+
+// A /dev/shm size above the node's memory and swap is refused; one of the node's memory is not.
+func TestShmSizeIsBoundedByTheNodesMemory(t *testing.T) {
+	var si syscall.Sysinfo_t
+	if err := syscall.Sysinfo(&si); err != nil {
+		t.Skip(err)
+	}
+	node := int64(si.Totalram+si.Totalswap) * int64(si.Unit)
+	if node >= 1<<40 {
+		t.Skipf("node memory %d is not below the 1 TiB bound used when it is unknown", node)
+	}
+	fake := libdocker.NewFake()
+	s := newTestService(t, fake, Options{})
+	for size, ok := range map[int64]bool{node: true, node + 1<<20: false} {
+		cfg := sandboxConfig("shm" + randomSuffix())
+		cfg.Annotations = map[string]string{shmSizeAnnotation: strconv.FormatInt(size, 10)}
+		_, err := s.RunPodSandbox(context.Background(), &runtimeapi.RunPodSandboxRequest{Config: cfg})
+		if ok && err != nil || !ok && status.Code(err) != codes.InvalidArgument {
+			t.Errorf("shm size %d of a node with %d bytes: %v", size, node, err)
+		}
 	}
 }
