@@ -37,6 +37,12 @@ func TestParseUpstreamCheckpoint(t *testing.T) {
 	if got := cp.portMappings(); !slices.Equal(got, want) {
 		t.Errorf("port mappings %+v, want %+v (the one without a host port dropped)", got, want)
 	}
+	// A host port of 0 (upstream writes it for a port the pod does not publish) is none.
+	zero, port := int32(0), int32(8443)
+	cp.Data.PortMappings = append(cp.Data.PortMappings, upstreamPortMapping{ContainerPort: &port, HostPort: &zero})
+	if got := cp.portMappings(); !slices.Equal(got, want) {
+		t.Errorf("port mappings with a host port 0: %+v, want %+v", got, want)
+	}
 
 	// A host-network pod: upstream writes no port mappings, host_network true.
 	cp, err = parseUpstreamCheckpoint([]byte(`{"version":"v1","name":"h","namespace":"n","data":{"host_network":true},"checksum":1}`))
