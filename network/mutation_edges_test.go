@@ -137,3 +137,29 @@ func TestListForPrefersThePlanAndOnlyTheSameNetwork(t *testing.T) {
 		t.Errorf("config for a DEL on another network: %v, %v; want none", list, err)
 	}
 }
+
+// A cached config without plugins (libcni reads it, to load them from elsewhere) is no config
+// for a DEL: the current config of the same network stands in.
+func TestListForSkipsACachedConfigWithoutPlugins(t *testing.T) {
+	e := newCNIEnv(t)
+	e.write(t, "10-test.conflist", bridgeConflist("testnet"))
+	c := e.start(t, CNIOptions{})
+	rt := &libcni.RuntimeConf{ContainerID: "sandbox1", NetNS: "/proc/1/ns/net", IfName: "eth0"}
+	e.fake.mu.Lock()
+	e.fake.cache[cacheKey("testnet", rt)] = []byte(`{"cniVersion": "1.0.0", "name": "testnet"}`)
+	e.fake.mu.Unlock()
+	if list, err := c.listFor(&Attachment{Network: "testnet"}, rt); err != nil || list == nil || len(list.Plugins) != 3 {
+		t.Errorf("config for the DEL: %v, %v; want the current one (3 plugins)", list, err)
+	}
+}
+
+// NewCNI without a logger logs to logrus's standard logger.
+func TestNewCNIWithoutALogger(t *testing.T) {
+	e := newCNIEnv(t)
+	e.write(t, "10-test.conflist", bridgeConflist("testnet"))
+	c, err := NewCNI(CNIOptions{ConfDir: e.confDir, BinDirs: []string{e.binDir}, CNI: e.fake})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+}
