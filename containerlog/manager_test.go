@@ -258,6 +258,59 @@ func TestResumeOfACompleteLogCreatesNoFile(t *testing.T) {
 	}
 }
 
+// A start of cri-dockerd that finds the log of an exited container complete, in the file as in
+// the record, leaves it alone: Docker is not asked for that log again.
+func TestResumeOfACompleteLogAsksDockerNothing(t *testing.T) {
+	fake := libdocker.NewFake()
+	id := runningContainer(t, fake, false)
+	state := t.TempDir()
+	path := filepath.Join(t.TempDir(), "0.log")
+	m := newManager(t, fake, state)
+	m.Follow(id, path, false)
+	if err := fake.WriteLog(id, false, "a\nb\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := fake.ExitContainer(id, 0); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	m.Drained(ctx, id)
+	m.Close()
+	before := fake.Calls("ContainerLogs")
+	again := newManager(t, fake, state)
+	again.Resume(id, path, false)
+	again.Drained(ctx, id)
+	again.Close()
+	if n := fake.Calls("ContainerLogs") - before; n != 0 {
+		t.Errorf("%d log reads of a complete log after a start", n)
+	}
+	if lines := waitLines(t, path, 2); len(lines) != 2 {
+		t.Errorf("lines %q, want a and b once", lines)
+	}
+}
+
+// createFile leaves no file open behind it.
+func TestCreateFileLeavesNoFileOpen(t *testing.T) {
+	count := func() int {
+		entries, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Skipf("no /proc/self/fd: %v", err)
+		}
+		return len(entries)
+	}
+	dir := t.TempDir()
+	before := count()
+	for i := range 20 {
+		if err := createFile(filepath.Join(dir, fmt.Sprintf("%d.log", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := count() - before; n > 0 {
+		t.Errorf("%d more files open after 20 createFile calls", n)
+	}
+}
+
 // A crash between a container's removal and its Forget leaves its record: the next start
 // prunes it, with a temporary file of an interrupted write, and keeps the others'.
 func TestPruneDropsTheRecordsOfContainersThatAreGone(t *testing.T) {
