@@ -52,6 +52,8 @@ type Store struct {
 	// sees a later Docker state, so the entry never goes back in time.
 	refreshing keyedLocks
 	images     imageCache
+	// own are our calls in flight, per container, and the events that came meanwhile.
+	own ownCalls
 
 	// kick asks the follower to relist (a refresh after our own call failed).
 	kick    chan struct{}
@@ -246,6 +248,9 @@ func (s *Store) follow(ctx context.Context, msgs <-chan events.Message, errs <-c
 			wg.Add(1)
 			go func(id string, action events.Action) {
 				defer func() { <-sem; wg.Done() }()
+				if s.own.deferEvent(id) {
+					return // our call on it refreshes it once more when it ends
+				}
 				if err := s.Refresh(ctx, id); err != nil {
 					select {
 					case failed <- fmt.Errorf("refresh %.12s after its %s event: %w", id, action, err):
@@ -264,8 +269,8 @@ func (s *Store) follow(ctx context.Context, msgs <-chan events.Message, errs <-c
 	}
 }
 
-// refreshTimeout bounds one inspect of a refresh.
-const refreshTimeout = 10 * time.Second
+// refreshTimeout bounds one inspect of a refresh (a variable for tests).
+var refreshTimeout = 10 * time.Second
 
 // eventWorkers bounds the refreshes in flight after events.
 const eventWorkers = 16
@@ -545,20 +550,26 @@ func (s *Store) matcher(opts container.ListOptions) (func(container.Summary) boo
 func (s *Store) CreateContainer(ctx context.Context, name string, cfg *container.Config, hc *container.HostConfig) (string, error) {
 	id, err := s.Client.CreateContainer(ctx, name, cfg, hc)
 	if err == nil {
+		end := s.own.begin(id)
 		s.refreshAfter(ctx, id)
+		s.endOwnCall(ctx, id, end)
 	}
 	return id, err
 }
 
 func (s *Store) StartContainer(ctx context.Context, id string) error {
+	end := s.own.begin(id)
 	err := s.Client.StartContainer(ctx, id)
 	s.refreshAfter(ctx, id) // a failed start changes the state too (its error)
+	s.endOwnCall(ctx, id, end)
 	return err
 }
 
 func (s *Store) StopContainer(ctx context.Context, id string, timeout time.Duration) error {
+	end := s.own.begin(id)
 	err := s.Client.StopContainer(ctx, id, timeout)
 	s.refreshAfter(ctx, id)
+	s.endOwnCall(ctx, id, end)
 	return err
 }
 
@@ -570,21 +581,33 @@ func (s *Store) RemoveContainer(ctx context.Context, id string, opts container.R
 			full = c.ID
 		}
 	}
+	end := s.own.begin(full)
 	err := s.Client.RemoveContainer(ctx, id, opts)
 	if err == nil && isFullID(full) {
 		s.forget(full)
-		return nil
+	} else {
+		s.refreshAfter(ctx, full)
 	}
-	s.refreshAfter(ctx, full)
+	s.endOwnCall(ctx, full, end)
 	return err
 }
 
 func (s *Store) UpdateContainer(ctx context.Context, id string, update container.UpdateConfig) ([]string, error) {
+	end := s.own.begin(id)
 	warnings, err := s.Client.UpdateContainer(ctx, id, update)
 	if err == nil {
 		s.refreshAfter(ctx, id)
 	}
+	s.endOwnCall(ctx, id, end)
 	return warnings, err
+}
+
+// endOwnCall ends our call on id, refreshing id again when an event for it came meanwhile:
+// the refresh after the call may have read Docker before that event's change.
+func (s *Store) endOwnCall(ctx context.Context, id string, end func() bool) {
+	if end() {
+		s.refreshAfter(ctx, id)
+	}
 }
 
 // refreshAfter refreshes a container after our own call; should Docker not answer, the store
@@ -686,6 +709,53 @@ func (c *imageCache) clear() {
 	defer c.mu.Unlock()
 	c.gen++
 	clear(c.byID)
+}
+
+// ownCalls counts our own calls in flight per container. An event for a container with a call
+// in flight is not refreshed by the follower but noted, and the call refreshes the container
+// again when it ends. Docker holds a container's lock for the whole of a start or stop, so an
+// inspect made then waits for it: on a node starting 100 pods at once a start took over 10 s,
+// the follower's inspect after the create event timed out, and every read went to Docker until
+// a full relist.
+type ownCalls struct {
+	mu      sync.Mutex
+	running map[string]int
+	events  map[string]bool
+}
+
+// begin marks a call on id in flight. The function it returns ends the call and reports
+// whether an event for id came meanwhile.
+func (o *ownCalls) begin(id string) (end func() bool) {
+	o.mu.Lock()
+	if o.running == nil {
+		o.running, o.events = map[string]int{}, map[string]bool{}
+	}
+	o.running[id]++
+	o.mu.Unlock()
+	return func() bool {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		came := o.events[id]
+		if o.running[id]--; o.running[id] == 0 {
+			delete(o.running, id)
+			delete(o.events, id)
+		} else {
+			// Another call on id is still running: it sees this event too.
+			came = false
+		}
+		return came
+	}
+}
+
+// deferEvent reports whether a call on id is in flight, noting the event for its end if so.
+func (o *ownCalls) deferEvent(id string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.running[id] == 0 {
+		return false
+	}
+	o.events[id] = true
+	return true
 }
 
 // keyedLocks is one mutex per key, dropped when nobody holds or waits for it.
