@@ -357,6 +357,7 @@ func TestExecSyncReturnsOutputAndExitCode(t *testing.T) {
 		return libdocker.ExecResult{Stdout: "hello\n", Stderr: "warn\n", ExitCode: 3}
 	})
 	s := newTestService(t, fake, Options{})
+	logged := warnings(s)
 	ctx := context.Background()
 	podID, podCfg := runPod(t, s, "p", "")
 	id := createContainer(t, s, podID, podCfg, "c")
@@ -377,6 +378,11 @@ func TestExecSyncReturnsOutputAndExitCode(t *testing.T) {
 	wantCode(t, err, codes.DeadlineExceeded)
 	if !strings.Contains(err.Error(), "timed out after 1s and was killed") {
 		t.Errorf("timeout error %q, want it to say the command was killed", err)
+	}
+	for _, w := range logged() {
+		if strings.Contains(w, "kill") {
+			t.Errorf("a kill that worked logged %s", w)
+		}
 	}
 	if time.Since(start) > 10*time.Second {
 		t.Errorf("timeout of 1 s returned after %s", time.Since(start))

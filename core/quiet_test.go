@@ -1,0 +1,91 @@
+package core
+
+import (
+	"context"
+	"testing"
+
+	"github.com/sirupsen/logrus"
+	"github.com/sirupsen/logrus/hooks/test"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-dockerd/cri-dockerd/libdocker"
+)
+
+// warnings collects what s logs at warning level and above.
+func warnings(s *Service) func() []string {
+	hook := test.NewLocal(s.log.Logger)
+	return func() []string {
+		var out []string
+		for _, e := range hook.AllEntries() {
+			if e.Level <= logrus.WarnLevel {
+				out = append(out, e.Level.String()+": "+e.Message)
+			}
+		}
+		return out
+	}
+}
+
+// A pod's life without faults puts no warning in cri-dockerd's log: each warning there is a
+// fault to look into. The pod uses the node's IPC namespace without a /dev/shm size, has
+// hairpin mode set on its port, and a container asks for no hugepages.
+func TestAPodWithoutFaultsLogsNoWarnings(t *testing.T) {
+	ctx := context.Background()
+	fake := libdocker.NewFake()
+	fake.SetAPIVersion("1.51") // older engines are a warning of their own
+	s := newTestService(t, fake, Options{HairpinVeth: true, hairpin: func(int) error { return nil }})
+	logged := warnings(s)
+	cfg := sandboxConfig("quiet")
+	cfg.Linux = &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
+		NamespaceOptions: &runtimeapi.NamespaceOption{Ipc: runtimeapi.NamespaceMode_NODE}}}
+	resp, err := s.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	podID := resp.PodSandboxId
+	c := containerConfig("c")
+	c.Linux = &runtimeapi.LinuxContainerConfig{Resources: &runtimeapi.LinuxContainerResources{
+		HugepageLimits: []*runtimeapi.HugepageLimit{{PageSize: "2MB", Limit: 0}}}}
+	created, err := s.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: podID, Config: c, SandboxConfig: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := created.ContainerId
+	if _, err := s.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: id}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: id}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: id}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: podID}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: podID}); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range logged() {
+		t.Error(w)
+	}
+}
+
+// A hugepages limit is a warning, once: Docker cannot set it per container.
+func TestHugepageLimitIsAWarningOnce(t *testing.T) {
+	fake := libdocker.NewFake()
+	fake.SetAPIVersion("1.51")
+	s := newTestService(t, fake, Options{})
+	logged := warnings(s)
+	podID, podCfg := runPod(t, s, "huge", "")
+	for _, name := range []string{"a", "b"} {
+		c := containerConfig(name)
+		c.Linux = &runtimeapi.LinuxContainerConfig{Resources: &runtimeapi.LinuxContainerResources{
+			HugepageLimits: []*runtimeapi.HugepageLimit{{PageSize: "2MB", Limit: 4 << 20}}}}
+		if _, err := s.CreateContainer(context.Background(), &runtimeapi.CreateContainerRequest{PodSandboxId: podID, Config: c, SandboxConfig: podCfg}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := logged(); len(got) != 1 {
+		t.Errorf("warnings %q, want one of the hugepages limit", got)
+	}
+}
