@@ -17,6 +17,8 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/mount"
+	"github.com/sirupsen/logrus"
+	logtest "github.com/sirupsen/logrus/hooks/test"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -659,5 +661,56 @@ func TestNativeSubPathErrorNamesTheMissingSubPath(t *testing.T) {
 	err = nativeSubPathError(mounts, unnamed)
 	if status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), `"conf"`) || !strings.Contains(err.Error(), `"data"`) {
 		t.Errorf("Docker naming none: %v, want NotFound naming both", err)
+	}
+}
+
+// Image volumes released without faults, by the reaper, by RemoveImage's check, after a failed
+// create, and at a start for a directory no container uses, log no warning about them.
+func TestImageVolumeReleasesWithoutFaultsLogNoWarnings(t *testing.T) {
+	e := newImageVolumeEnv(t, "1.41")
+	ctx := context.Background()
+	logged := warnings(e.s)
+	for _, name := range []string{"reaped", "checked"} {
+		id, err := e.create(imageVolumeConfig(name, imageMount("/mnt", volumeImage, "")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.fake.RemoveContainer(ctx, id, container.RemoveOptions{Force: true}); err != nil {
+			t.Fatal(err)
+		}
+		if name == "reaped" {
+			e.s.imageVolumes.reapOnce(ctx)
+		}
+	}
+	if _, err := e.s.RemoveImage(ctx, &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: volumeImage}}); err != nil {
+		t.Fatal(err)
+	}
+	e.imageID = e.fake.AddImage(overlayImage(t, volumeImage))
+	e.fake.InjectError("CreateContainer", cerrdefs.ErrUnavailable)
+	if _, err := e.create(imageVolumeConfig("failed", imageMount("/mnt", volumeImage, ""))); err == nil {
+		t.Fatal("CreateContainer succeeded despite Docker's error")
+	}
+	if err := os.MkdirAll(filepath.Join(e.root, imageVolumesDir, "orphan", "0"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	logger, hook := logtest.NewNullLogger()
+	again, err := New(ctx, e.fake, Options{RootDirectory: e.root, imageVolumeMounter: e.mounter, PodInfraImage: testPauseImage, DefaultRuntimeHandler: "docker", Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(again.Close)
+	if left := e.leftovers(t); len(left) != 0 {
+		t.Errorf("left after a start: %v", left)
+	}
+	got := logged()
+	for _, entry := range hook.AllEntries() {
+		if entry.Level <= logrus.WarnLevel {
+			got = append(got, "at the start: "+entry.Message)
+		}
+	}
+	for _, w := range got {
+		if strings.Contains(w, "image volume") {
+			t.Error(w)
+		}
 	}
 }

@@ -2,6 +2,8 @@ package core
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/sirupsen/logrus"
@@ -87,5 +89,25 @@ func TestHugepageLimitIsAWarningOnce(t *testing.T) {
 	}
 	if got := logged(); len(got) != 1 {
 		t.Errorf("warnings %q, want one of the hugepages limit", got)
+	}
+}
+
+// The rollback of a RunPodSandbox whose start failed removes the sandbox container without a
+// word about the removal: it worked.
+func TestRollbackThatWorksLogsNothingOfIt(t *testing.T) {
+	fake := libdocker.NewFake()
+	s := newTestService(t, fake, Options{})
+	logged := warnings(s)
+	fake.InjectError("StartContainer", errors.New("OCI runtime create failed"))
+	if _, err := s.RunPodSandbox(context.Background(), &runtimeapi.RunPodSandboxRequest{Config: sandboxConfig("rollback")}); err == nil {
+		t.Fatal("RunPodSandbox succeeded although the start failed")
+	}
+	if n := len(fake.Containers()); n != 0 {
+		t.Errorf("%d containers left after the rollback", n)
+	}
+	for _, w := range logged() {
+		if strings.Contains(w, "remove container") {
+			t.Error(w)
+		}
 	}
 }
