@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -187,11 +188,15 @@ func TestUpstreamSandboxIsAdoptedAtStartKeepsItsIPAndIsTornDownFully(t *testing.
 	net := &adoptNet{cached: map[string]bool{}}
 	s, pins := newAdoptService(t, fake, net, root, "10.77.0.5", "fd00::5")
 	ctx := context.Background()
+	logged := warnings(s)
 	id := upstreamSandbox(t, fake, "web", true)
 	net.cached[id] = true
 	upstreamFile := writeUpstreamCheckpoint(t, root, id, upstreamCheckpointSample)
 
 	s.adoptUpstreamSandboxes(ctx) // what New runs at start, after the index is rebuilt
+	for _, w := range logged() {  // it all worked: the IPs read, the namespace pinned
+		t.Error(w)
+	}
 	cp, err := s.checkpoints.get(id)
 	if err != nil || cp == nil {
 		t.Fatalf("no checkpoint of ours after the start: %v, %v", cp, err)
@@ -237,6 +242,33 @@ func TestUpstreamSandboxIsAdoptedAtStartKeepsItsIPAndIsTornDownFully(t *testing.
 	}
 	if _, err := os.Stat(upstreamFile); !os.IsNotExist(err) {
 		t.Errorf("upstream's checkpoint after RemovePodSandbox: %v", err)
+	}
+	for _, w := range logged() { // the removal of upstream's checkpoint worked too
+		if strings.Contains(w, "checkpoint") {
+			t.Error(w)
+		}
+	}
+}
+
+// An adoption that failed is not tried again by every PodSandboxStatus (the kubelet asks every
+// second), and is warned of once.
+func TestFailedAdoptionIsNotRetriedAtOnce(t *testing.T) {
+	fake, root := libdocker.NewFake(), t.TempDir()
+	net := &adoptNet{}
+	s, _ := newAdoptService(t, fake, net, root) // no IPs in the namespace, nothing cached
+	logged := warnings(s)
+	id := upstreamSandbox(t, fake, "lost", true)
+	for range 3 {
+		sandboxStatus(t, s, id)
+	}
+	net.mu.Lock()
+	tries := len(net.adopts)
+	net.mu.Unlock()
+	if tries != 1 {
+		t.Errorf("%d adoptions tried by 3 statuses, want 1", tries)
+	}
+	if got := logged(); len(got) != 1 {
+		t.Errorf("warnings %q, want one of the failed adoption", got)
 	}
 }
 
