@@ -334,6 +334,7 @@ func TestStoppedOrGoneUpstreamSandboxIsTornDownFromTheCache(t *testing.T) {
 	net := &adoptNet{cached: map[string]bool{}}
 	s, _ := newAdoptService(t, fake, net, root)
 	ctx := context.Background()
+	logged := warnings(s)
 
 	// Stopped behind our back (never started here): the stop adopts it from the cache.
 	stopped := upstreamSandbox(t, fake, "stopped", false)
@@ -364,5 +365,40 @@ func TestStoppedOrGoneUpstreamSandboxIsTornDownFromTheCache(t *testing.T) {
 	}
 	if files := checkpointFiles(t, root); len(files) != 0 {
 		t.Errorf("checkpoints left: %v", files)
+	}
+	// Upstream's loopback attachment of each goes too.
+	net.mu.Lock()
+	released := slices.Clone(net.released)
+	net.mu.Unlock()
+	if !slices.Contains(released, stopped) || !slices.Contains(released, gone) {
+		t.Errorf("upstream leftovers released for %.12q, want %.12s and %.12s", released, stopped, gone)
+	}
+	for _, w := range logged() {
+		t.Error(w)
+	}
+}
+
+// Our own sandboxes, running or removed behind our back, have no upstream leftovers to
+// release.
+func TestOurSandboxesReleaseNoUpstreamLeftovers(t *testing.T) {
+	fake, root := libdocker.NewFake(), t.TempDir()
+	net := &adoptNet{cached: map[string]bool{}}
+	s, _ := newAdoptService(t, fake, net, root, "10.77.0.7")
+	ctx := context.Background()
+	running, _ := runPod(t, s, "ours", "")
+	gone, _ := runPod(t, s, "gone", "")
+	removeBehindOurBack(t, fake, gone)
+	for _, id := range []string{running, gone} {
+		if _, err := s.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	net.mu.Lock()
+	defer net.mu.Unlock()
+	if len(net.released) != 0 {
+		t.Errorf("upstream leftovers released for our sandboxes %.12q", net.released)
 	}
 }
