@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-dockerd/cri-dockerd/libdocker"
@@ -533,6 +535,26 @@ func TestPrivilegedContainerIgnoresItsSeccompProfile(t *testing.T) {
 		}
 		if len(seccomp) != 1 || seccomp[0] != "seccomp=unconfined" {
 			t.Errorf("privileged container with seccomp %v: security options %q, want only seccomp=unconfined", p.ProfileType, c.HostConfig.SecurityOpt)
+		}
+	}
+}
+
+// A localhost seccomp profile may be maxSeccompProfileSize bytes long, not one more.
+func TestSeccompProfileSizeLimit(t *testing.T) {
+	fake := libdocker.NewFake()
+	s := newTestService(t, fake, Options{})
+	dir := t.TempDir()
+	profile := `{"defaultAction": "SCMP_ACT_ERRNO"}`
+	for size, ok := range map[int]bool{maxSeccompProfileSize: true, maxSeccompProfileSize + 1: false} {
+		path := filepath.Join(dir, fmt.Sprintf("%d.json", size))
+		if err := os.WriteFile(path, []byte(profile+strings.Repeat(" ", size-len(profile))), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := createWith(t, s, fake, func(cfg *runtimeapi.ContainerConfig) {
+			securityCtx(cfg).Seccomp = &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: path}
+		})
+		if ok && err != nil || !ok && status.Code(err) != codes.InvalidArgument {
+			t.Errorf("a profile of %d bytes: %v", size, err)
 		}
 	}
 }
