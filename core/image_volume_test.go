@@ -479,6 +479,11 @@ func TestImageVolumeSurvivesRestartAndIsMountedAgainAtStart(t *testing.T) {
 	}
 	_, err = s2.RemoveImage(ctx, &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: volumeImage}})
 	wantCode(t, err, codes.FailedPrecondition)
+	// The refusal names the container by its Docker name, known again from the list at start.
+	inspected, _ := e.fake.InspectContainer(ctx, id)
+	if name := strings.TrimPrefix(inspected.Name, "/"); err == nil || !strings.Contains(err.Error(), "container "+name) {
+		t.Errorf("RemoveImage after the restart: %v, want it to name container %s", err, name)
+	}
 
 	// A reboot: the mount is gone; StartContainer mounts it again before Docker starts.
 	for p := range e.mounter.mounted {
