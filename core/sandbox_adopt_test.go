@@ -378,6 +378,23 @@ func TestStoppedOrGoneUpstreamSandboxIsTornDownFromTheCache(t *testing.T) {
 	}
 }
 
+// The kubelet's stop of an upstream sandbox that Docker no longer has (removed while this
+// cri-dockerd ran) tears its network down from upstream's checkpoint and libcni's cache.
+func TestStopOfAGoneUpstreamSandboxTearsItsNetworkDown(t *testing.T) {
+	fake, root := libdocker.NewFake(), t.TempDir()
+	net := &adoptNet{cached: map[string]bool{}}
+	s, _ := newAdoptService(t, fake, net, root)
+	gone := "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210"
+	net.cached[gone] = true
+	writeUpstreamCheckpoint(t, root, gone, upstreamCheckpointSample)
+	if _, err := s.StopPodSandbox(context.Background(), &runtimeapi.StopPodSandboxRequest{PodSandboxId: gone}); err != nil {
+		t.Fatal(err)
+	}
+	if _, tearDowns := net.calls(); len(tearDowns) != 1 || tearDowns[0].sandboxID != gone || len(tearDowns[0].att.PortMappings) != 2 {
+		t.Errorf("tear downs %+v, want one of %.12s with upstream's port mappings", tearDowns, gone)
+	}
+}
+
 // Our own sandboxes, running or removed behind our back, have no upstream leftovers to
 // release.
 func TestOurSandboxesReleaseNoUpstreamLeftovers(t *testing.T) {
