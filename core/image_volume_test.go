@@ -719,3 +719,15 @@ func TestImageVolumeReleasesWithoutFaultsLogNoWarnings(t *testing.T) {
 		}
 	}
 }
+
+// Close stops the image volume reaper: nothing of the service works on after it.
+func TestCloseStopsTheImageVolumeReaper(t *testing.T) {
+	e := newImageVolumeEnv(t, "1.41")
+	done := e.s.imageVolumes.done
+	e.s.Close()
+	select {
+	case <-done:
+	default:
+		t.Error("the image volume reaper still runs after Close")
+	}
+}
