@@ -196,6 +196,35 @@ func TestSandboxDeletedBeforeAnyEventCarriesItsStatus(t *testing.T) {
 	}
 }
 
+// A sandbox's last status is kept while no stream is open: a stream opened later reports the
+// sandbox's deletion with it (its creation time included), not only with what its labels say.
+func TestSandboxStatusIsKeptWhileNoStreamIsOpen(t *testing.T) {
+	fake := libdocker.NewFake()
+	s := newTestService(t, fake, Options{})
+	t.Cleanup(s.Close)
+	ctx := context.Background()
+	st, done, cancel := openEvents(t, s)
+	podID, _ := runPod(t, s, "kept", "")
+	nextEvent(t, st, podID, runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT)
+	created := nextEvent(t, st, podID, runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT).PodSandboxStatus.GetCreatedAt()
+	cancel()
+	<-done
+	for s.events.subscribers() != 0 {
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := s.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: podID}); err != nil {
+		t.Fatal(err)
+	}
+	st2, _, _ := openEvents(t, s) // once the watcher has seen the stop
+	if _, err := s.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: podID}); err != nil {
+		t.Fatal(err)
+	}
+	ev := nextEvent(t, st2, podID, runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT)
+	if got := ev.PodSandboxStatus.GetCreatedAt(); created == 0 || got != created {
+		t.Errorf("deleted sandbox created_at %d, want the last status's %d", got, created)
+	}
+}
+
 func TestContainerEventsAfterDockerRestartReportWhatWasMissed(t *testing.T) {
 	t.Parallel() // it waits on clocks: beside the other tests that do, not after them
 	fake := libdocker.NewFake()
