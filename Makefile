@@ -40,7 +40,7 @@ install: build
 	install -D -m 0644 cri-docker.service.tmp $(DESTDIR)$(SYSTEMD_DIR)/cri-docker.service
 	rm -f cri-docker.service.tmp
 
-test: lint unit setup integration critest critest-gvisor setup-docker29 integration-docker29 critest-docker29 e2e-kubelet release-test fuzz
+test: lint unit setup integration critest critest-gvisor setup-docker29 integration-docker29 critest-docker29 e2e-kubelet e2e-node-fast release-test fuzz
 
 lint:
 	@bad=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$bad" ]; then echo "gofmt needed: $$bad"; exit 1; fi
