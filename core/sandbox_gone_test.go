@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -171,11 +172,16 @@ func TestRemovedSandboxAfterARestartIsReportedFromItsContainers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	created := sandboxStatus(t, s, id).CreatedAt
 	removeBehindOurBack(t, fake, id)
 
 	s2 := newTestService(t, fake, Options{})
 	st := sandboxStatus(t, s2, id[:12])
 	want := map[string]string{"io.kubernetes.pod.name": "a", "io.kubernetes.pod.namespace": "ns", "io.kubernetes.pod.uid": "uid-a"}
+	// Its creation time is its oldest container's (Docker lists seconds), in nanoseconds.
+	if d := created - st.CreatedAt; d < -int64(time.Second) || d >= int64(time.Second) {
+		t.Errorf("created_at %d after a restart, want %d to the second", st.CreatedAt, created)
+	}
 	if st.Id != id || st.State != runtimeapi.PodSandboxState_SANDBOX_NOTREADY || st.Metadata.Name != "a" || st.Metadata.Namespace != "ns" || st.Metadata.Uid != "uid-a" || st.CreatedAt == 0 {
 		t.Fatalf("status after a restart = %v, want it NOTREADY with the pod's name, namespace, uid and a creation time", st)
 	}
@@ -270,5 +276,30 @@ func TestSandboxRemovedAfterARestartKeepsItsCreationTime(t *testing.T) {
 	st := sandboxStatus(t, s2, id)
 	if d := created - st.CreatedAt; d < 0 || d >= int64(time.Second) {
 		t.Errorf("created_at %d after the removal, want %d to the second", st.CreatedAt, created)
+	}
+}
+
+// A removed sandbox whose network could not be torn down at a restart is still reported from
+// its checkpoint alone: the pod's name, namespace and uid, and when it was checkpointed.
+func TestRemovedSandboxAfterARestartIsReportedFromItsCheckpoint(t *testing.T) {
+	fake, root := libdocker.NewFake(), t.TempDir()
+	net := &fakeNet{}
+	s := newNetService(t, fake, net, root)
+	id, _ := runPod(t, s, "a", "")
+	created := sandboxStatus(t, s, id).CreatedAt
+	removeBehindOurBack(t, fake, id)
+	net.mu.Lock()
+	net.tearDownErr = errors.New("CNI DEL: plugin failed")
+	net.mu.Unlock()
+	s2 := newNetService(t, fake, net, root) // its start cannot tear the network down
+	if files := checkpointFiles(t, root); len(files) != 1 {
+		t.Fatalf("checkpoints %v, want the sandbox's", files)
+	}
+	st := sandboxStatus(t, s2, id)
+	if m := st.Metadata; m.GetName() != "a" || m.GetNamespace() != "ns" || m.GetUid() != "uid-a" {
+		t.Errorf("metadata %v, want the checkpoint's pod", m)
+	}
+	if d := st.CreatedAt - created; d <= -int64(time.Second) || d >= int64(time.Second) {
+		t.Errorf("created_at %d, want the checkpoint's time, written with the sandbox at %d", st.CreatedAt, created)
 	}
 }
