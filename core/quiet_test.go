@@ -111,3 +111,18 @@ func TestRollbackThatWorksLogsNothingOfIt(t *testing.T) {
 		}
 	}
 }
+
+// Listing pods on a node with network checkpoints reads them without a warning.
+func TestListingPodsWithCheckpointsLogsNoWarning(t *testing.T) {
+	s := newNetService(t, libdocker.NewFake(), &fakeNet{}, t.TempDir())
+	logged := warnings(s)
+	id, _ := runPod(t, s, "a", "")
+	if got := listSandboxes(t, s, nil); got[id] == nil {
+		t.Fatalf("ListPodSandbox = %v, want %s", got, id)
+	}
+	for _, w := range logged() {
+		if strings.Contains(w, "checkpoint") {
+			t.Error(w)
+		}
+	}
+}
