@@ -126,3 +126,33 @@ func TestAnEventDuringOurCallIsNotLost(t *testing.T) {
 	}
 	same(t, s, fake, id)
 }
+
+// An event refresh that times out behind Docker's lock of a busy container (a start made
+// behind our back here) is retried with more patience; the store stays synced and reads the
+// container's new state.
+func TestARefreshBehindABusyContainerIsRetriedNotARelist(t *testing.T) {
+	old := refreshTimeout
+	refreshTimeout = 100 * time.Millisecond
+	t.Cleanup(func() { refreshTimeout = old })
+
+	d := &lockingDocker{Fake: newFake(), startTakes: 400 * time.Millisecond, locks: map[string]*sync.Mutex{}}
+	logger, hook := logtest.NewNullLogger()
+	s := Wrap(d, Options{Label: testLabel, Logger: logrus.NewEntry(logger)})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Start(ctx, 10*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	id := create(t, s, "behind", "container")
+	if err := d.StartContainer(ctx, id); err != nil { // not through the store
+		t.Fatal(err)
+	}
+	eventually(t, "the start read", func() bool { return stateOf(t, s, id) == "running" })
+	for _, e := range hook.AllEntries() {
+		t.Errorf("store logged: %s", e.Message)
+	}
+	if !s.Synced() {
+		t.Error("store not synced after a slow refresh")
+	}
+}

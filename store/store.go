@@ -252,6 +252,13 @@ func (s *Store) follow(ctx context.Context, msgs <-chan events.Message, errs <-c
 					return // our call on it refreshes it once more when it ends
 				}
 				if err := s.Refresh(ctx, id); err != nil {
+					if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+						// Docker answers, but not for this container yet: a start or stop holds
+						// its lock (over 10 s on a node starting 100 pods at once). Ask again
+						// with more patience than relist everything.
+						go s.retryRefresh(ctx, id, action)
+						return
+					}
 					select {
 					case failed <- fmt.Errorf("refresh %.12s after its %s event: %w", id, action, err):
 					default:
@@ -269,8 +276,9 @@ func (s *Store) follow(ctx context.Context, msgs <-chan events.Message, errs <-c
 	}
 }
 
-// refreshTimeout bounds one inspect of a refresh (a variable for tests).
-var refreshTimeout = 10 * time.Second
+// refreshTimeout bounds one inspect of a refresh, slowRefreshTimeout its retry after an event
+// (variables for tests).
+var refreshTimeout, slowRefreshTimeout = 10 * time.Second, 2 * time.Minute
 
 // eventWorkers bounds the refreshes in flight after events.
 const eventWorkers = 16
@@ -332,10 +340,22 @@ func (s *Store) setSynced(v bool) {
 // Refresh inspects container id again and stores what Docker says: the new state, or its
 // removal. It fails only when Docker could not be asked.
 func (s *Store) Refresh(ctx context.Context, id string) error {
+	// Bounded: an inspect that hangs (a stuck runtime) must not hold the event follower.
+	return s.refreshWithin(ctx, id, refreshTimeout)
+}
+
+// retryRefresh refreshes id after an event whose refresh timed out, outside the follower's
+// workers and with slowRefreshTimeout; only if that fails too do reads go back to Docker.
+func (s *Store) retryRefresh(ctx context.Context, id string, action events.Action) {
+	if err := s.refreshWithin(ctx, id, slowRefreshTimeout); err != nil && ctx.Err() == nil {
+		s.unsync(fmt.Errorf("refresh %.12s after its %s event: %w", id, action, err))
+	}
+}
+
+func (s *Store) refreshWithin(ctx context.Context, id string, timeout time.Duration) error {
 	unlock := s.refreshing.lock(id)
 	defer unlock()
-	// Bounded: an inspect that hangs (a stuck runtime) must not hold the event follower.
-	ctx, cancel := context.WithTimeout(ctx, refreshTimeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	c, err := s.Client.InspectContainer(ctx, id)
 	if libdocker.IsNotFound(err) {
