@@ -73,9 +73,10 @@ integration: setup
 critest: build setup
 	integration/critest/run.sh $(BIN)
 
-# The last line compares with upstream cri-dockerd v0.4.3, built once from the module proxy
+# The last lines compare with upstream cri-dockerd v0.4.3, built once from the module proxy
 # (integration/setup/upstream.sh), on one private dockerd: 200 concurrent RunPodSandbox, and a
-# node of 100 and 250 pods (lists, a status sweep, RSS, restart, 100 pods started 16 at a time).
+# node of 100 and 250 pods (lists, a status sweep, RSS, restart, 100 pods started 16 at a time);
+# then bench-density, pods started through the real kubelet.
 bench: build setup
 	$(GO) test -tags integration -run XXX -bench . -skip 'Stats|ContainerEventLatency|ConcurrentRunPodSandbox|NodeFullOfPods' -benchtime 20x -timeout 30m ./integration/...
 	$(GO) test -tags integration -run XXX -bench 'Stats|ContainerEventLatency' -benchtime 3x -timeout 30m ./integration/

@@ -264,6 +264,7 @@ def main():
     ap.add_argument("--crictl", help="crictl command line, space separated")
     ap.add_argument("--pid", action="append", default=[], help="NAME=PID whose idle CPU to sample")
     ap.add_argument("--idle", type=float, default=30)
+    ap.add_argument("--cri-pprof", help="the CRI runtime's /debug/pprof/profile URL, to profile the idle window")
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--out")
     ap.add_argument("--cri-floor", type=int, default=0,
@@ -291,7 +292,13 @@ def main():
             time.sleep(5)  # let the last starts' follow-up work (status, PLEG) settle
             pids = dict(kv.split("=", 1) for kv in args.pid)
             before = {k: cpu_ms(int(p)) for k, p in pids.items()}
-            time.sleep(args.idle)
+            if args.cri_pprof:
+                # A CPU profile of the CRI runtime over the idle window (go tool pprof reads it).
+                url = "%s?seconds=%d" % (args.cri_pprof, int(args.idle))
+                with urllib.request.urlopen(url, timeout=args.idle + 60) as resp, open(args.out + ".idle-cpu.pprof", "wb") as f:
+                    f.write(resp.read())
+            else:
+                time.sleep(args.idle)
             report["idle"] = {"seconds": args.idle, "pods": n,
                               "cpu_ms": {k: round(cpu_ms(int(p)) - before[k]) for k, p in pids.items()}}
             print("density: idle %.0f s with %d pods, CPU ms: %s" % (args.idle, n, report["idle"]["cpu_ms"]), flush=True)

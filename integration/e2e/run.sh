@@ -203,9 +203,14 @@ log "loaded $BUSYBOX_IMAGE and $PAUSE_IMAGE in $(since "$t0") s"
 printf 'runtime-endpoint: unix://%s\nimage-endpoint: unix://%s\ntimeout: 30\n' "$RUN/cri.sock" "$RUN/cri.sock" >"$RUN/crictl.yaml"
 crictl() { "$CRICTL" --config "$RUN/crictl.yaml" "$@"; }
 log "starting $BINARY on unix://$RUN/cri.sock (log: $OUT/cri-dockerd.log)"
+# The density run profiles the idle CPU of a binary that serves pprof (ours; upstream has none).
+CRI_PPROF=()
+if [[ -n $DENSITY ]] && "$BINARY" --help 2>&1 | grep -q -- --metrics-bind-addr; then
+  CRI_PPROF=(--metrics-bind-addr "127.0.0.1:$(free_port)")
+fi
 "$BINARY" --container-runtime-endpoint "unix://$RUN/cri.sock" --docker-endpoint "unix://$RUN/docker.sock" \
   --cri-dockerd-root-directory "$RUN/crid" --network-plugin= --pod-infra-container-image "$PAUSE_IMAGE" \
-  --log-level info >"$OUT/cri-dockerd.log" 2>&1 &
+  --log-level info "${CRI_PPROF[@]}" >"$OUT/cri-dockerd.log" 2>&1 &
 pids[crid]=$!
 wait_for 30 crictl version || { tail -20 "$OUT/cri-dockerd.log" >&2; die "cri-dockerd did not serve within 30 s"; }
 
@@ -376,6 +381,7 @@ if [[ -n $DENSITY ]]; then
     --image "$BUSYBOX_IMAGE" --node "$NODE" --counts "$DENSITY" --kubelet-metrics "https://$NODE_IP:$(cat "$K2/port")/metrics" \
     --crictl "$CRICTL --config $RUN/crictl.yaml" --pid "dockerd=$dockerd_pid" \
     ${containerd_pid:+--pid "containerd=$containerd_pid"} --pid "cri=${pids[crid]}" \
+    ${CRI_PPROF[1]:+--cri-pprof "http://${CRI_PPROF[1]}/debug/pprof/profile"} \
     --out "$OUT/density.json" || die "the density run failed"
   echo "== e2e density: figures in $OUT/density.json and $OUT/density-floor.json"
   exit 0
