@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"os"
 	"testing"
 	"time"
 
@@ -301,5 +302,37 @@ func TestRemovedSandboxAfterARestartIsReportedFromItsCheckpoint(t *testing.T) {
 	}
 	if d := st.CreatedAt - created; d <= -int64(time.Second) || d >= int64(time.Second) {
 		t.Errorf("created_at %d, want the checkpoint's time, written with the sandbox at %d", st.CreatedAt, created)
+	}
+}
+
+// A removed sandbox known from both its checkpoint and a container is reported created at the
+// earlier of the two times: the checkpoint's, or its oldest container's (Docker lists seconds).
+func TestRemovedSandboxIsReportedCreatedAtTheEarliestKnownTime(t *testing.T) {
+	fake, root := libdocker.NewFake(), t.TempDir()
+	net := &fakeNet{}
+	s := newNetService(t, fake, net, root)
+	t.Cleanup(s.Close) // before root is removed: its log follower writes there
+	id, cfg := runPod(t, s, "a", "")
+	cid := createContainer(t, s, id, cfg, "app")
+	removeBehindOurBack(t, fake, id)
+	net.mu.Lock()
+	net.tearDownErr = errors.New("CNI DEL: plugin failed")
+	net.mu.Unlock()
+	s2 := newNetService(t, fake, net, root)
+	t.Cleanup(s2.Close)
+	fi, err := os.Stat(s2.checkpoints.path(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ctrCreated int64
+	for _, c := range fake.Containers() {
+		if c.ID == cid {
+			at, _ := time.Parse(time.RFC3339Nano, c.Created)
+			ctrCreated = at.Unix() * int64(time.Second)
+		}
+	}
+	want := min(fi.ModTime().UnixNano(), ctrCreated)
+	if got := sandboxStatus(t, s2, id).CreatedAt; got != want {
+		t.Errorf("created_at %d, want %d, the earlier of the checkpoint's %d and the container's %d", got, want, fi.ModTime().UnixNano(), ctrCreated)
 	}
 }
