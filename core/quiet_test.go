@@ -126,3 +126,22 @@ func TestListingPodsWithCheckpointsLogsNoWarning(t *testing.T) {
 		}
 	}
 }
+
+// A CNI pod's namespace pinned, and unpinned when its set up failed and was undone, put no
+// warning about the pin in the log.
+func TestNetworkPinsWithoutFaultsLogNoWarnings(t *testing.T) {
+	for _, setUpErr := range []error{nil, errors.New("CNI ADD: plugin failed")} {
+		s := newNetService(t, libdocker.NewFake(), &fakeNet{setUpErr: setUpErr}, t.TempDir())
+		t.Cleanup(s.Close)
+		logged := warnings(s)
+		_, err := s.RunPodSandbox(context.Background(), &runtimeapi.RunPodSandboxRequest{Config: sandboxConfig("pinned")})
+		if (err == nil) != (setUpErr == nil) {
+			t.Fatalf("set up error %v: RunPodSandbox = %v", setUpErr, err)
+		}
+		for _, w := range logged() {
+			if strings.Contains(w, "pinned") || strings.HasSuffix(w, "<nil>") {
+				t.Errorf("set up error %v: %s", setUpErr, w)
+			}
+		}
+	}
+}
