@@ -127,8 +127,9 @@ func TestListingPodsWithCheckpointsLogsNoWarning(t *testing.T) {
 	}
 }
 
-// A CNI pod's namespace pinned, and unpinned when its set up failed and was undone, put no
-// warning about the pin in the log.
+// A CNI pod's namespace pinned, and after a failed set up unpinned and its checkpoint removed,
+// puts no warning about any of it in the log (an undo's own failures are warnings: "<nil>" is
+// the message of a warning about no error).
 func TestNetworkPinsWithoutFaultsLogNoWarnings(t *testing.T) {
 	for _, setUpErr := range []error{nil, errors.New("CNI ADD: plugin failed")} {
 		s := newNetService(t, libdocker.NewFake(), &fakeNet{setUpErr: setUpErr}, t.TempDir())
