@@ -552,3 +552,21 @@ func TestHairpinOnDockersBridge(t *testing.T) {
 		t.Errorf("a hairpin failure failed the pod: %v", err)
 	}
 }
+
+// A sandbox Docker is restarting has no process, so no namespace of its own: its stop tears the
+// network down in the pinned namespace, never in /proc/0's.
+func TestStopOfARestartingSandboxUsesThePinnedNamespace(t *testing.T) {
+	fake, net := libdocker.NewFake(), &fakeNet{}
+	s := newNetService(t, fake, net, t.TempDir())
+	t.Cleanup(s.Close)
+	id, _ := runPod(t, s, "restarting", "")
+	if err := fake.RestartingContainer(id, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.StopPodSandbox(context.Background(), &runtimeapi.StopPodSandboxRequest{PodSandboxId: id}); err != nil {
+		t.Fatal(err)
+	}
+	if _, tearDowns := net.calls(); len(tearDowns) != 1 || tearDowns[0].netns != "/pins/"+id {
+		t.Errorf("tear downs %+v, want one in the pinned namespace /pins/%s", tearDowns, id)
+	}
+}
