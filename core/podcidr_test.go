@@ -48,3 +48,18 @@ func TestUpdateRuntimeConfigRefusesABadPodCIDRAndSavesNothing(t *testing.T) {
 		t.Errorf("dual-stack pod CIDR reached the plugin as %q, saved as %q; want %q", net.podCIDR, raw, want)
 	}
 }
+
+// A pod CIDR the kubelet changes is saved again: the next start hands the plugin the new one.
+func TestUpdateRuntimeConfigSavesAChangedPodCIDR(t *testing.T) {
+	net, root := &fakeNet{}, t.TempDir()
+	s := newNetService(t, libdocker.NewFake(), net, root)
+	for _, cidr := range []string{"10.244.1.0/24", "10.244.1.0/24", "10.244.2.0/24"} {
+		if _, err := s.UpdateRuntimeConfig(context.Background(), &runtimeapi.UpdateRuntimeConfigRequest{
+			RuntimeConfig: &runtimeapi.RuntimeConfig{NetworkConfig: &runtimeapi.NetworkConfig{PodCidr: cidr}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if raw, err := os.ReadFile(filepath.Join(root, "pod-cidr")); err != nil || strings.TrimSpace(string(raw)) != "10.244.2.0/24" {
+		t.Errorf("saved pod CIDR %q, %v; want the last one, 10.244.2.0/24", raw, err)
+	}
+}

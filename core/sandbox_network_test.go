@@ -570,3 +570,21 @@ func TestStopOfARestartingSandboxUsesThePinnedNamespace(t *testing.T) {
 		t.Errorf("tear downs %+v, want one in the pinned namespace /pins/%s", tearDowns, id)
 	}
 }
+
+// At a start, the checkpoint of a removed sandbox made by another network plugin is left to
+// that plugin: this one tears nothing down and keeps the checkpoint.
+func TestStartLeavesTheCheckpointsOfAnotherPlugin(t *testing.T) {
+	fake, net, root := libdocker.NewFake(), &fakeNet{}, t.TempDir()
+	s := newNetService(t, fake, net, root)
+	gone := "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	if err := s.checkpoints.put(&sandboxCheckpoint{SandboxID: gone, State: checkpointReady, Network: &network.Attachment{Plugin: "kubenet", SandboxID: gone}}); err != nil {
+		t.Fatal(err)
+	}
+	newNetService(t, fake, net, root)
+	if _, tearDowns := net.calls(); len(tearDowns) != 0 {
+		t.Errorf("tear downs %+v of another plugin's sandbox", tearDowns)
+	}
+	if files := checkpointFiles(t, root); len(files) != 1 {
+		t.Errorf("checkpoints %v, want the other plugin's kept", files)
+	}
+}

@@ -24,6 +24,7 @@ func TestShmSizeFromPodAnnotations(t *testing.T) {
 	}{
 		{nil, false, 0},
 		{map[string]string{shmSizeAnnotation: "256Mi"}, false, 256 << 20},
+		{map[string]string{shmSizeAnnotation: "4Ki"}, false, 4096}, // the smallest size taken
 		{map[string]string{crioShmSizeAnnotation: "1G"}, false, 1000000000},
 		{map[string]string{shmSizeAnnotation: "128Mi", crioShmSizeAnnotation: "1Gi"}, false, 128 << 20},
 		{map[string]string{shmSizeAnnotation: "256Mi"}, true, 0},
