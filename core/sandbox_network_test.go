@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/docker/docker/api/types/container"
+	dockernetwork "github.com/docker/docker/api/types/network"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -586,5 +587,20 @@ func TestStartLeavesTheCheckpointsOfAnotherPlugin(t *testing.T) {
 	}
 	if files := checkpointFiles(t, root); len(files) != 1 {
 		t.Errorf("checkpoints %v, want the other plugin's kept", files)
+	}
+}
+
+// A pod on Docker's own networks reports the addresses Docker gave it, IPv4 first; a sandbox
+// Docker reports no network settings for has none.
+func TestPodIPsFromDockersNetworkSettings(t *testing.T) {
+	c := &container.InspectResponse{NetworkSettings: &container.NetworkSettings{Networks: map[string]*dockernetwork.EndpointSettings{
+		"bridge": {IPAddress: "172.17.0.2", GlobalIPv6Address: "fd00::2"},
+	}}}
+	ip, extra := podIPs(c)
+	if ip != "172.17.0.2" || len(extra) != 1 || extra[0].Ip != "fd00::2" {
+		t.Errorf("podIPs = %q %v, want 172.17.0.2 then fd00::2", ip, extra)
+	}
+	if ip, extra := podIPs(&container.InspectResponse{}); ip != "" || extra != nil {
+		t.Errorf("podIPs without network settings = %q %v", ip, extra)
 	}
 }
