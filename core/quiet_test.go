@@ -146,3 +146,21 @@ func TestNetworkPinsWithoutFaultsLogNoWarnings(t *testing.T) {
 		}
 	}
 }
+
+// The service logs to the logger it is given (cri-dockerd's, at its --log-level), not to
+// logrus's standard one.
+func TestServiceLogsToItsLogger(t *testing.T) {
+	fake := libdocker.NewFake() // API 1.41: RunPodSandbox warns that annotations do not reach runtimes
+	fake.SetDockerRootDir(t.TempDir())
+	fake.AddImage(libdocker.FakeImage("", "", testPauseImage))
+	logger, hook := test.NewNullLogger()
+	s, err := New(context.Background(), fake, Options{PodInfraImage: testPauseImage, DefaultRuntimeHandler: "docker", Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	runPod(t, s, "logged", "")
+	if len(hook.AllEntries()) == 0 {
+		t.Error("nothing logged to the service's logger")
+	}
+}

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -402,5 +403,27 @@ func TestWritableLayerFromTheContainerdSnapshot(t *testing.T) {
 	}
 	if len(keys) != 1 || !strings.HasSuffix(keys[0], "/overlayfs/"+id) {
 		t.Errorf("containerd asked for snapshots %q, want the container's in the overlayfs snapshotter", keys)
+	}
+}
+
+// A container whose working set has reached its memory limit reports no available memory
+// rather than 0 bytes of it; below the limit it reports what is left.
+func TestContainerStatsAvailableMemoryBelowTheLimitOnly(t *testing.T) {
+	fake := libdocker.NewFake()
+	s := newTestService(t, fake, Options{})
+	podID, podCfg := runPod(t, s, "mem", "")
+	for usage, want := range map[uint64]uint64{64 << 20: 0, 48 << 20: 16 << 20} {
+		id := startedContainer(t, s, podID, podCfg, fmt.Sprintf("c%d", usage))
+		if err := fake.SetStats(id, container.StatsResponse{MemoryStats: container.MemoryStats{Usage: usage, Limit: 64 << 20, Stats: map[string]uint64{"inactive_file": 0}}}); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := s.ContainerStats(context.Background(), &runtimeapi.ContainerStatsRequest{ContainerId: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := resp.Stats.GetMemory().GetAvailableBytes()
+		if want == 0 && got != nil || want != 0 && got.GetValue() != want {
+			t.Errorf("usage %d of a 64 MiB limit: available %v, want %d (0: none)", usage, got, want)
+		}
 	}
 }
