@@ -427,3 +427,36 @@ func TestContainerStatsAvailableMemoryBelowTheLimitOnly(t *testing.T) {
 		}
 	}
 }
+
+// ListPodSandboxStats of several pods reports each pod's containers, and a pod's memory usage
+// is the sum of its sandbox's and its containers'.
+func TestListPodSandboxStatsOfSeveralPods(t *testing.T) {
+	fake := libdocker.NewFake()
+	s := newTestService(t, fake, Options{})
+	ctx := context.Background()
+	want := map[string]string{}
+	for _, name := range []string{"a", "b"} {
+		podID, podCfg := runPod(t, s, name, "")
+		id := startedContainer(t, s, podID, podCfg, "c")
+		want[podID] = id
+		for cid, usage := range map[string]uint64{podID: 1 << 20, id: 8 << 20} {
+			if err := fake.SetStats(cid, container.StatsResponse{MemoryStats: container.MemoryStats{Usage: usage, Limit: 1 << 30, Stats: map[string]uint64{"inactive_file": 0}}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	resp, err := s.ListPodSandboxStats(ctx, &runtimeapi.ListPodSandboxStatsRequest{})
+	if err != nil || len(resp.Stats) != 2 {
+		t.Fatalf("ListPodSandboxStats = %v, %v; want 2 pods", resp, err)
+	}
+	for _, st := range resp.Stats {
+		id := st.Attributes.GetId()
+		l := st.GetLinux()
+		if len(l.GetContainers()) != 1 || l.Containers[0].GetAttributes().GetId() != want[id] {
+			t.Errorf("pod %.12s: containers %v, want %.12s", id, l.GetContainers(), want[id])
+		}
+		if got := l.GetMemory().GetUsageBytes().GetValue(); got != 9<<20 {
+			t.Errorf("pod %.12s: memory usage %d, want the sandbox's and the container's 9 MiB", id, got)
+		}
+	}
+}
