@@ -428,8 +428,8 @@ func TestContainerStatsAvailableMemoryBelowTheLimitOnly(t *testing.T) {
 	}
 }
 
-// ListPodSandboxStats of several pods reports each pod's containers, and a pod's memory usage
-// is the sum of its sandbox's and its containers'.
+// ListPodSandboxStats of several pods reports each pod's containers, and a pod's memory usage,
+// rss and page faults are the sums of its sandbox's and its containers'.
 func TestListPodSandboxStatsOfSeveralPods(t *testing.T) {
 	fake := libdocker.NewFake()
 	s := newTestService(t, fake, Options{})
@@ -440,7 +440,8 @@ func TestListPodSandboxStatsOfSeveralPods(t *testing.T) {
 		id := startedContainer(t, s, podID, podCfg, "c")
 		want[podID] = id
 		for cid, usage := range map[string]uint64{podID: 1 << 20, id: 8 << 20} {
-			if err := fake.SetStats(cid, container.StatsResponse{MemoryStats: container.MemoryStats{Usage: usage, Limit: 1 << 30, Stats: map[string]uint64{"inactive_file": 0}}}); err != nil {
+			if err := fake.SetStats(cid, container.StatsResponse{MemoryStats: container.MemoryStats{Usage: usage, Limit: 1 << 30,
+				Stats: map[string]uint64{"inactive_file": 0, "anon": usage / 2, "pgfault": 10, "pgmajfault": 1}}}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -455,8 +456,8 @@ func TestListPodSandboxStatsOfSeveralPods(t *testing.T) {
 		if len(l.GetContainers()) != 1 || l.Containers[0].GetAttributes().GetId() != want[id] {
 			t.Errorf("pod %.12s: containers %v, want %.12s", id, l.GetContainers(), want[id])
 		}
-		if got := l.GetMemory().GetUsageBytes().GetValue(); got != 9<<20 {
-			t.Errorf("pod %.12s: memory usage %d, want the sandbox's and the container's 9 MiB", id, got)
+		if m := l.GetMemory(); m.GetUsageBytes().GetValue() != 9<<20 || m.GetRssBytes().GetValue() != 9<<19 || m.GetPageFaults().GetValue() != 20 || m.GetMajorPageFaults().GetValue() != 2 {
+			t.Errorf("pod %.12s: memory %v, want the sums of the sandbox's and the container's", id, m)
 		}
 	}
 }
