@@ -67,6 +67,7 @@ func (s *Service) ContainerStatus(ctx context.Context, req *runtimeapi.Container
 		Annotations: annotations,
 		Mounts:      imageVolumeCRIMounts(criMounts(c.Mounts), c.Config.Labels),
 		LogPath:     c.Config.Labels[containerLogPathLabel],
+		Resources:   statusResources(c.HostConfig),
 	}
 	if state := c.State; state != nil {
 		st.StartedAt = parseDockerTime(state.StartedAt)
@@ -98,6 +99,26 @@ func (s *Service) ContainerStatus(ctx context.Context, req *runtimeapi.Container
 		resp.Info = map[string]string{"info": string(raw)}
 	}
 	return resp, nil
+}
+
+// statusResources are the container's resources as Docker holds them (UpdateContainerResources
+// changes them there), what containerd reports too. The kubelet reads them for in-place pod
+// resize; without them it fills the status from what it asked, and a container with no memory
+// request or limit shows memory "0" for both.
+func statusResources(hc *container.HostConfig) *runtimeapi.ContainerResources {
+	if hc == nil {
+		return nil
+	}
+	return &runtimeapi.ContainerResources{Linux: &runtimeapi.LinuxContainerResources{
+		CpuPeriod:              hc.CPUPeriod,
+		CpuQuota:               hc.CPUQuota,
+		CpuShares:              hc.CPUShares,
+		MemoryLimitInBytes:     hc.Memory,
+		MemorySwapLimitInBytes: hc.MemorySwap,
+		OomScoreAdj:            int64(hc.OomScoreAdj),
+		CpusetCpus:             hc.CpusetCpus,
+		CpusetMems:             hc.CpusetMems,
+	}}
 }
 
 // Prefixes of ContainerStatus.image_ref, as upstream cri-dockerd (and dockershim) write them.

@@ -40,6 +40,15 @@ func TestUpdateContainerResourcesAppliesLive(t *testing.T) {
 	if hc.CPUShares != 1024 || hc.CPUQuota != 50000 || hc.Memory != 256<<20 || hc.MemorySwap != 256<<20 || hc.CpusetCpus != "0-1" || hc.PidsLimit == nil || *hc.PidsLimit != 64 {
 		t.Errorf("after update: %+v", hc.Resources)
 	}
+	// ContainerStatus reports them, as the kubelet's in-place resize reads them back.
+	st, err := s.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := st.Status.GetResources().GetLinux(); r.GetCpuShares() != 1024 || r.GetCpuQuota() != 50000 || r.GetCpuPeriod() != 100000 ||
+		r.GetMemoryLimitInBytes() != 256<<20 || r.GetMemorySwapLimitInBytes() != 256<<20 || r.GetCpusetCpus() != "0-1" {
+		t.Errorf("ContainerStatus resources after update: %+v", r)
+	}
 	// An update without memory keeps the memory and swap limits.
 	if _, err := s.UpdateContainerResources(ctx, &runtimeapi.UpdateContainerResourcesRequest{ContainerId: id, Linux: &runtimeapi.LinuxContainerResources{CpuShares: 512}}); err != nil {
 		t.Fatal(err)

@@ -69,11 +69,9 @@ SERIAL_SKIP='\[Flaky\]|\[Disruptive\]'
 # hostname/FQDN, logs, pod networking, emptyDir and projected volumes. Left to the full run: the
 # probes (minutes each), the volume update specs, [Feature:*] specs and those that need
 # privileged containers (this VM cannot run them). "Pod " also matches the in-place resize
-# specs, which are [Conformance] but not in the full selection ([NodeConformance]): two of them
-# fail here (the pod's status shows memory "0" requests and limits the spec never set; not
-# investigated yet), so the fast subset leaves them out as the full run does.
+# specs ([Conformance], not [NodeConformance]): they need ContainerStatus.resources.
 FAST_FOCUS='\[sig-node\] (Container Runtime blackbox|RuntimeClass|Kubelet PodOverhead|Security Context|Kubelet |Pods |Pod |Downward API|Variable Expansion|Sysctls|ConfigMap|Secrets|Containers should|InitContainer|Container Lifecycle Hook|Lifecycle sleep|Override hostname|ContainerLogPath|Ephemeral|KubeletManagedEtcHosts|Deleted|Terminate|PodOSRejection|Hostname of Pod|Containers Lifecycle when (using a Pod with restartPolicy=Never, three init|using a restartable init container in a Pod with restartPolicy=Never when an Init container))|\[sig-network\] Networking|\[sig-storage\] (EmptyDir|ConfigMap|Secrets|Projected|Downward API volume)'
-FAST_SKIP='\[Flaky\]|\[Slow\]|\[Serial\]|\[Disruptive\]|\[Feature:[^]]*\]|updates should be reflected in volume|privileged|InPlace Resize'
+FAST_SKIP='\[Flaky\]|\[Slow\]|\[Serial\]|\[Disruptive\]|\[Feature:[^]]*\]|updates should be reflected in volume|privileged'
 if ((FAST)); then
   PARALLEL_FOCUS=$FAST_FOCUS
   PARALLEL_SKIP=$FAST_SKIP
