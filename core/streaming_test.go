@@ -153,8 +153,8 @@ func TestStreamingRequestsReachTheServerWithFullIDs(t *testing.T) {
 	if _, err := s.Attach(ctx, &runtimeapi.AttachRequest{ContainerId: id, Stdout: true, Stderr: true}); err != nil {
 		t.Fatalf("Attach: %v", err)
 	}
-	if _, err := s.PortForward(ctx, &runtimeapi.PortForwardRequest{PodSandboxId: podID[:12], Port: []int32{80}}); err != nil {
-		t.Fatalf("PortForward: %v", err)
+	if _, err := s.PortForward(ctx, &runtimeapi.PortForwardRequest{PodSandboxId: podID[:12], Port: []int32{80, 65535}}); err != nil {
+		t.Fatalf("PortForward: %v", err) // 65535 is the highest TCP port, and a valid one
 	}
 	if len(streams.attaches) != 1 || len(streams.forwards) != 1 || streams.forwards[0].PodSandboxId != podID {
 		t.Errorf("attach %v, port-forward %v", streams.attaches, streams.forwards)
