@@ -260,7 +260,7 @@ func (s *Store) follow(ctx context.Context, msgs <-chan events.Message, errs <-c
 						return
 					}
 					select {
-					case failed <- fmt.Errorf("refresh %.12s after its %s event: %w", id, action, err):
+					case failed <- eventRefreshError(id, action, err):
 					default:
 					}
 				}
@@ -348,8 +348,12 @@ func (s *Store) Refresh(ctx context.Context, id string) error {
 // workers and with slowRefreshTimeout; only if that fails too do reads go back to Docker.
 func (s *Store) retryRefresh(ctx context.Context, id string, action events.Action) {
 	if err := s.refreshWithin(ctx, id, slowRefreshTimeout); err != nil && ctx.Err() == nil {
-		s.unsync(fmt.Errorf("refresh %.12s after its %s event: %w", id, action, err))
+		s.unsync(eventRefreshError(id, action, err))
 	}
+}
+
+func eventRefreshError(id string, action events.Action, err error) error {
+	return fmt.Errorf("refresh %.12s after its %s event: %w", id, action, err)
 }
 
 func (s *Store) refreshWithin(ctx context.Context, id string, timeout time.Duration) error {
