@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +19,8 @@ import (
 type lockingDocker struct {
 	*libdocker.Fake
 	startTakes time.Duration
+	// waitedOut counts the inspects whose context ended while they waited for a start.
+	waitedOut atomic.Int32
 
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex
@@ -50,22 +53,21 @@ func (d *lockingDocker) InspectContainer(ctx context.Context, id string) (*conta
 		defer l.Unlock()
 		return d.Fake.InspectContainer(ctx, id)
 	case <-ctx.Done():
+		d.waitedOut.Add(1)
 		go func() { <-locked; l.Unlock() }()
 		return nil, ctx.Err()
 	}
 }
 
-// An event for a container while our own call on it runs is not refreshed on its own (that
-// inspect would wait for Docker's lock, and time out on a busy node), but by our call when it
-// ends; the store stays synced and reads the state after the event.
-func TestEventsDuringOurOwnCallAreReadWhenItEnds(t *testing.T) {
+// startedOnLockingDocker is a synced store in front of a lockingDocker whose starts take
+// 400 ms, with a 100 ms refresh bound, logging to the returned hook.
+func startedOnLockingDocker(t *testing.T) (*Store, *lockingDocker, *logtest.Hook) {
+	t.Helper()
 	old := refreshTimeout
 	refreshTimeout = 100 * time.Millisecond
 	t.Cleanup(func() { refreshTimeout = old })
-
 	d := &lockingDocker{Fake: newFake(), startTakes: 400 * time.Millisecond, locks: map[string]*sync.Mutex{}}
 	logger, hook := logtest.NewNullLogger()
-	logger.SetLevel(logrus.DebugLevel)
 	s := Wrap(d, Options{Label: testLabel, Logger: logrus.NewEntry(logger)})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -73,7 +75,15 @@ func TestEventsDuringOurOwnCallAreReadWhenItEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Close)
+	return s, d, hook
+}
 
+// An event for a container while our own call on it runs is not refreshed on its own (that
+// inspect would wait for Docker's lock, and time out on a busy node), but by our call when it
+// ends; the store stays synced and reads the state after the event.
+func TestEventsDuringOurOwnCallAreReadWhenItEnds(t *testing.T) {
+	s, d, hook := startedOnLockingDocker(t)
+	ctx := context.Background()
 	id := create(t, s, "busy", "container")
 	if err := s.StartContainer(ctx, id); err != nil {
 		t.Fatal(err)
@@ -90,6 +100,9 @@ func TestEventsDuringOurOwnCallAreReadWhenItEnds(t *testing.T) {
 	}
 	if !s.Synced() {
 		t.Error("store not synced after an event during our own start")
+	}
+	if n := d.waitedOut.Load(); n != 0 {
+		t.Errorf("%d inspects waited for our own start until they timed out", n)
 	}
 	hits := s.Hits()
 	if _, err := s.InspectContainer(ctx, id); err != nil || s.Hits() != hits+1 {
@@ -131,19 +144,8 @@ func TestAnEventDuringOurCallIsNotLost(t *testing.T) {
 // behind our back here) is retried with more patience; the store stays synced and reads the
 // container's new state.
 func TestARefreshBehindABusyContainerIsRetriedNotARelist(t *testing.T) {
-	old := refreshTimeout
-	refreshTimeout = 100 * time.Millisecond
-	t.Cleanup(func() { refreshTimeout = old })
-
-	d := &lockingDocker{Fake: newFake(), startTakes: 400 * time.Millisecond, locks: map[string]*sync.Mutex{}}
-	logger, hook := logtest.NewNullLogger()
-	s := Wrap(d, Options{Label: testLabel, Logger: logrus.NewEntry(logger)})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := s.Start(ctx, 10*time.Millisecond); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
+	s, d, hook := startedOnLockingDocker(t)
+	ctx := context.Background()
 	id := create(t, s, "behind", "container")
 	if err := d.StartContainer(ctx, id); err != nil { // not through the store
 		t.Fatal(err)
