@@ -146,7 +146,7 @@ release-test: release
 
 # Mutation testing (not in `make test`): gremlins v0.6.0, built once into
 # /var/cache/cri-dockerd-ci/bin/, makes one wrong change at a time to a package's code and runs
-# that package's unit tests, which must fail. One worker; a mutant whose tests run longer than
+# that package's unit tests, which must fail. MUTATION_WORKERS (1) at a time; a mutant whose tests run longer than
 # MUTATION_TIMEOUT_COEF times the package's own test run is timed out. Prints, per package,
 # killed / lived / not covered / timed out and the survivors (lived / (killed + lived)); the
 # full reports are in bin/mutation-PKG.log. MUTATION_PKGS picks packages, MUTATION_EXCLUDE adds
@@ -155,6 +155,7 @@ GREMLINS_VERSION := v0.6.0
 GREMLINS_DIR := /var/cache/cri-dockerd-ci/bin/gremlins-$(GREMLINS_VERSION)
 MUTATION_PKGS ?= config containerlog network libdocker core
 MUTATION_TIMEOUT_COEF ?= 10
+MUTATION_WORKERS ?= 1
 MUTATION_EXCLUDE ?=
 .PHONY: mutation
 mutation:
@@ -162,7 +163,7 @@ mutation:
 		GOBIN=$(GREMLINS_DIR) GOFLAGS= $(GO) install github.com/go-gremlins/gremlins/cmd/gremlins@$(GREMLINS_VERSION); }
 	@mkdir -p bin; set -e; total=$$(date +%s); for p in $(MUTATION_PKGS); do \
 		start=$$(date +%s); \
-		(cd $$p && GOFLAGS=-count=1 $(GREMLINS_DIR)/gremlins unleash --workers 1 \
+		(cd $$p && GOFLAGS=-count=1 $(GREMLINS_DIR)/gremlins unleash --workers $(MUTATION_WORKERS) \
 			--timeout-coefficient $(MUTATION_TIMEOUT_COEF) $(foreach e,$(MUTATION_EXCLUDE),-E '$(e)') \
 			-o $(CURDIR)/bin/mutation-$$p.json) > bin/mutation-$$p.log 2>&1 || { tail -20 bin/mutation-$$p.log; exit 1; }; \
 		k=$$(grep -c '^ *KILLED ' bin/mutation-$$p.log || true); l=$$(grep -c '^ *LIVED ' bin/mutation-$$p.log || true); \

@@ -492,21 +492,26 @@ func (c *statsCollector) loop() {
 			return
 		case <-ticker.C:
 		}
-		now := time.Now()
-		c.mu.Lock()
-		for id, e := range c.entries {
-			if now.Sub(e.wanted) > c.keep {
-				if e.inflight == nil {
-					delete(c.entries, id)
-				}
-				continue
+		c.tick(time.Now())
+	}
+}
+
+// tick is one round of the background refresh at now (a parameter, so that tests can run a
+// round at any point of a sample's life without waiting for the ticker).
+func (c *statsCollector) tick(now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, e := range c.entries {
+		if now.Sub(e.wanted) > c.keep {
+			if e.inflight == nil {
+				delete(c.entries, id)
 			}
-			// Refresh a little ahead so that an RPC between two ticks finds a fresh sample.
-			if e.cur == nil || now.Sub(e.cur.at) >= c.interval/2 {
-				c.startRefreshLocked(id, e)
-			}
+			continue
 		}
-		c.mu.Unlock()
+		// Refresh a little ahead so that an RPC between two ticks finds a fresh sample.
+		if e.cur == nil || now.Sub(e.cur.at) >= c.interval/2 {
+			c.startRefreshLocked(id, e)
+		}
 	}
 }
 

@@ -98,3 +98,49 @@ func TestBackgroundRefreshSamplesAContainerWhoseFirstStatsFailed(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// A background round refreshes a sample once it is half an interval old, so that an RPC
+// between two ticks finds one that is not stale; a younger sample is left alone, and a
+// container no RPC asked about within keep is forgotten.
+func TestBackgroundRoundRefreshesSamplesHalfAnIntervalOld(t *testing.T) {
+	fake := libdocker.NewFake()
+	s := newTestService(t, fake, Options{})
+	t.Cleanup(s.Close)
+	c := s.stats
+	podID, podCfg := runPod(t, s, "round", "")
+	id := startedContainer(t, s, podID, podCfg, "c")
+	if _, err := s.ContainerStats(context.Background(), &runtimeapi.ContainerStatsRequest{ContainerId: id}); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	e := c.entries[id]
+	c.mu.Unlock()
+	if e == nil || e.cur == nil {
+		t.Fatal("ContainerStats left no sample")
+	}
+	sampledAt, wanted := e.cur.at, e.wanted
+	round := func(now time.Time) (refreshed bool) {
+		before := fake.Calls("ContainerStats")
+		c.tick(now)
+		c.mu.Lock()
+		ch := e.inflight
+		c.mu.Unlock()
+		if ch != nil {
+			<-ch
+		}
+		return fake.Calls("ContainerStats") > before
+	}
+	if round(sampledAt.Add(c.interval / 4)) {
+		t.Error("a round refreshed a sample a quarter of an interval old")
+	}
+	if !round(sampledAt.Add(c.interval * 3 / 4)) {
+		t.Error("a round left a sample three quarters of an interval old (the kubelet's next poll would find it stale or call Docker)")
+	}
+	c.tick(wanted.Add(c.keep + time.Second))
+	c.mu.Lock()
+	_, kept := c.entries[id]
+	c.mu.Unlock()
+	if kept {
+		t.Error("a container no RPC asked about for longer than keep is still refreshed")
+	}
+}
