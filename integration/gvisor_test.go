@@ -316,6 +316,39 @@ func TestGVisorExecAttachAndPortForward(t *testing.T) {
 	}
 }
 
+// An exec session the client abandons ends its process inside the gVisor sandbox too, with a
+// terminal and without. There Docker's exec PID is runsc exec, a host process: killing it alone
+// ends Docker's exec and leaves the process running in the sandbox.
+func TestGVisorAbortedExecSessionLeavesNoProcess(t *testing.T) {
+	d := gvisorCNIDaemon(t)
+	_, _, ctr := gvisorPod(t, d, "gv-abort", gvisorHandler, "exec sleep 100000", nil)
+	onGVisor(t, d, ctr)
+	for _, tty := range []bool{false, true} {
+		u := stExecURL(t, d, &runtimeapi.ExecRequest{ContainerId: ctr, Cmd: []string{"sh", "-c", "while true; do echo tick; sleep 0.05; done"}, Stdout: true, Tty: tty})
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		var out stSyncBuffer
+		_ = stSPDY(ctx, u, remotecommand.StreamOptions{Stdout: &out, Tty: tty})
+		cancel()
+		if !strings.Contains(out.String(), "tick") {
+			t.Fatalf("tty %v: the session's process never wrote (%q): the test proves nothing", tty, out.String())
+		}
+		var procs []string
+		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			procs = stProcesses(t, ctr)
+			left := false
+			for _, p := range procs {
+				left = left || strings.Contains(p, "tick") || strings.Contains(p, "sleep 0.05")
+			}
+			if !left {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("tty %v: the abandoned session's process still runs in the sandbox: %q", tty, procs)
+			}
+		}
+	}
+}
+
 // gvisorPodWithStdin runs a gVisor pod whose container reads one line from its stdin, answers
 // with its kernel release, and exits.
 func gvisorPodWithStdin(t *testing.T, d *Daemon) (string, string) {

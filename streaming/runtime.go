@@ -17,6 +17,7 @@ import (
 	"k8s.io/cri-streaming/pkg/streaming/remotecommand"
 	utilexec "k8s.io/utils/exec"
 
+	"github.com/cri-dockerd/cri-dockerd/execkill"
 	"github.com/cri-dockerd/cri-dockerd/libdocker"
 )
 
@@ -35,6 +36,8 @@ type Runtime struct {
 	stop context.CancelFunc
 	// OnSession, when set, hears each session start (+1) and end (-1), by kind.
 	OnSession func(kind string, delta int)
+	// killer kills the process of a session that ended early, also inside a sandboxed runtime.
+	killer execkill.Killer
 }
 
 // session reports a session of kind and returns the function that reports its end.
@@ -54,7 +57,7 @@ func NewRuntime(docker libdocker.Client, log *logrus.Entry) *Runtime {
 		log = logrus.NewEntry(logrus.StandardLogger())
 	}
 	base, stop := context.WithCancel(context.Background())
-	return &Runtime{docker: docker, log: log, base: base, stop: stop}
+	return &Runtime{docker: docker, log: log, base: base, stop: stop, killer: execkill.Killer{Docker: docker, Proc: "/proc"}}
 }
 
 // stopContext returns a context that ends with ctx or when the server stops.
@@ -79,14 +82,25 @@ func (r *Runtime) Exec(ctx context.Context, containerID string, cmd []string, in
 	}
 	ctx, cancel := r.stopContext(ctx)
 	defer cancel()
-	execID, err := r.docker.CreateExec(ctx, containerID, container.ExecOptions{
+	// The container's init process tells whether the exec needs a mark to be killable (a
+	// sandboxed runtime: see package execkill).
+	c, err := r.docker.InspectContainer(ctx, containerID)
+	if err != nil {
+		return containerError(err, containerID, "exec in")
+	}
+	opts := container.ExecOptions{
 		Cmd:          cmd,
 		Tty:          tty,
 		AttachStdin:  in != nil,
 		AttachStdout: out != nil,
 		// A terminal has one output; Docker merges stderr into it.
 		AttachStderr: errOut != nil && !tty,
-	})
+	}
+	mark := r.killer.Mark(c)
+	if mark != "" {
+		opts.Env = []string{mark}
+	}
+	execID, err := r.docker.CreateExec(ctx, c.ID, opts)
 	if err != nil {
 		return containerError(err, containerID, "exec in")
 	}
@@ -99,7 +113,7 @@ func (r *Runtime) Exec(ctx context.Context, containerID string, cmd []string, in
 		go r.resizeLoop(ctx, resize, func(ctx context.Context, h, w uint) error { return r.docker.ResizeExec(ctx, execID, h, w) })
 	}
 	if err := pipe(ctx, stream, in, out, errOut, tty); err != nil {
-		r.killExec(ctx, execID)
+		r.killExec(ctx, c, execID, mark)
 		return fmt.Errorf("exec in container %s: session ended before the command: %w", containerID, err)
 	}
 	code, err := r.exitCode(ctx, execID)
@@ -241,10 +255,10 @@ func (r *Runtime) exitCode(ctx context.Context, execID string) (int, error) {
 }
 
 // killExec kills the process of a session that ended early, whatever the session's context.
-func (r *Runtime) killExec(ctx context.Context, execID string) {
+func (r *Runtime) killExec(ctx context.Context, c *container.InspectResponse, execID, mark string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	if err := r.docker.KillExec(ctx, execID); err != nil && !libdocker.IsNotFound(err) {
+	if err := r.killer.Kill(ctx, c, execID, mark); err != nil && !libdocker.IsNotFound(err) {
 		r.log.WithField("exec", execID).Warnf("kill exec of an ended session: %v", err)
 	}
 }

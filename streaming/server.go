@@ -38,6 +38,9 @@ type Options struct {
 	StreamIdleTimeout time.Duration
 	// OnSession, when set, hears each session start (+1) and end (-1), by kind.
 	OnSession func(kind string, delta int)
+	// Proc is the host's procfs, where the kill of an ended session's process checks that
+	// Docker's exec PID is the process (default /proc; see package execkill).
+	Proc string
 }
 
 // Server listens on its bind address from construction on, hands out absolute URLs for
@@ -88,6 +91,9 @@ func NewServer(opts Options) (*Server, error) {
 
 	rt := NewRuntime(opts.Docker, opts.Logger)
 	rt.OnSession = opts.OnSession
+	if opts.Proc != "" {
+		rt.killer.Proc = opts.Proc
+	}
 	cri, err := cristreaming.NewServer(cfg, rt)
 	if err != nil {
 		lis.Close()

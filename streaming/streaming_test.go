@@ -49,7 +49,7 @@ func runningContainer(t *testing.T, fake *libdocker.Fake, hc *container.HostConf
 // startServer serves a streaming server on loopback for the test.
 func startServer(t *testing.T, fake *libdocker.Fake) *Server {
 	t.Helper()
-	s, err := NewServer(Options{Docker: fake, Logger: quietLog()})
+	s, err := NewServer(Options{Docker: fake, Logger: quietLog(), Proc: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +211,7 @@ func TestStopEndsSessionsAndKillsTheirProcesses(t *testing.T) {
 	fake := libdocker.NewFake()
 	id := runningContainer(t, fake, nil)
 	fake.SetExecHandler(func(string, []string) libdocker.ExecResult { return libdocker.ExecResult{Delay: time.Hour} })
-	s, err := NewServer(Options{Docker: fake, Logger: quietLog()})
+	s, err := NewServer(Options{Docker: fake, Logger: quietLog(), Proc: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
