@@ -19,12 +19,13 @@ func createInto(s *Service, id string, cfg *runtimeapi.PodSandboxConfig, name st
 }
 
 // refusedOnceSeen waits (bounded) until the service has seen, from Docker's events, that sandbox
-// id ended behind its back, then checks that CreateContainer into it fails with code.
-func refusedOnceSeen(t *testing.T, s *Service, id string, cfg *runtimeapi.PodSandboxConfig, code codes.Code) {
+// id ended behind its back as ending says (a removal's die event comes before its destroy), then
+// checks that CreateContainer into it fails with code.
+func refusedOnceSeen(t *testing.T, s *Service, id string, cfg *runtimeapi.PodSandboxConfig, ending sandboxEnding, code codes.Code) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); s.sandboxes.ended(id) == sandboxRunning; time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); s.sandboxes.ended(id) != ending; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("sandbox %.12s ended behind our back: not seen from Docker's events within 10 s", id)
+			t.Fatalf("sandbox %.12s ended behind our back: not seen from Docker's events within 10 s (%v)", id, s.sandboxes.ended(id))
 		}
 	}
 	wantCode(t, createInto(s, id, cfg, "late"), code)
@@ -41,13 +42,13 @@ func TestCreateContainerRefusesASandboxThatEnded(t *testing.T) {
 
 	removed, removedCfg := runPod(t, s, "removed", "")
 	removeBehindOurBack(t, fake, removed)
-	refusedOnceSeen(t, s, removed, removedCfg, codes.NotFound)
+	refusedOnceSeen(t, s, removed, removedCfg, sandboxRemoved, codes.NotFound)
 
 	killed, killedCfg := runPod(t, s, "killed", "")
 	if err := fake.StopContainer(ctx, killed, 0); err != nil { // docker kill, past the service
 		t.Fatal(err)
 	}
-	refusedOnceSeen(t, s, killed, killedCfg, codes.FailedPrecondition)
+	refusedOnceSeen(t, s, killed, killedCfg, sandboxExited, codes.FailedPrecondition)
 
 	stopped, stoppedCfg := runPod(t, s, "stopped", "")
 	if _, err := s.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: stopped}); err != nil {
