@@ -63,11 +63,18 @@ func (i *dockerInfo) knows(runtime string) bool {
 // daemon's default) as gVisor's runsc under containerd's runc shim: a daemon.json runtime whose
 // path is runsc. Docker reports no path for shim v2 runtimes, so those are never matched.
 func (i *dockerInfo) runscBehindRuncShim(runtime string) bool {
+	return i.runscPath(runtime) != ""
+}
+
+// runscPath is the path of runtime's runsc binary when runscBehindRuncShim, "" otherwise.
+func (i *dockerInfo) runscPath(runtime string) string {
 	if runtime == "" {
 		runtime = i.DefaultRuntime
 	}
-	r, ok := i.Runtimes[runtime]
-	return ok && r.Path != "" && strings.HasPrefix(filepath.Base(r.Path), "runsc")
+	if r, ok := i.Runtimes[runtime]; ok && r.Path != "" && strings.HasPrefix(filepath.Base(r.Path), "runsc") {
+		return r.Path
+	}
+	return ""
 }
 
 func (i *dockerInfo) names() string {

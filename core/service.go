@@ -143,6 +143,13 @@ func New(ctx context.Context, docker libdocker.Client, opts Options) (*Service, 
 	s.layers = newLayersRoots(s)
 	s.stats = newStatsCollector(docker, s.log)
 	s.stats.snapshotUpperDir = s.layers.snapshotUpperDir
+	s.stats.runscPath = func(ctx context.Context, runtime string) string {
+		info, err := s.runtimes.get(ctx)
+		if err != nil {
+			return ""
+		}
+		return info.runscPath(runtime)
+	}
 	s.events = newEventBroker(s)
 	if err := s.openCheckpoints(); err != nil {
 		return nil, err

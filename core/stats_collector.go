@@ -15,6 +15,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/cri-dockerd/cri-dockerd/libdocker"
+	"github.com/cri-dockerd/cri-dockerd/runscstats"
 	"github.com/cri-dockerd/cri-dockerd/supervise"
 )
 
@@ -96,8 +97,11 @@ type fsUsage struct {
 // containerMeta is what a container's stats need from one Docker inspect, taken once (again
 // after UpdateContainerResources).
 type containerMeta struct {
-	upperDir    string // the overlay2 upper directory: the writable layer
-	pid         int
+	upperDir string // the overlay2 upper directory: the writable layer
+	pid      int
+	// runscPath is set for a gVisor container (behind the runc shim): its processes are the
+	// sandbox's, which the host's cgroup does not count.
+	runscPath   string
 	hostNetwork bool
 	// unifiedDir is the container's cgroup on a cgroup v2 node, "" on v1.
 	unifiedDir string
@@ -153,6 +157,11 @@ type statsCollector struct {
 	// snapshotUpperDir finds a container's writable layer where Docker's inspect has none
 	// (the containerd image store); "" when unknown. Set by the service.
 	snapshotUpperDir func(ctx context.Context, id string) string
+	// runscPath is the runsc binary of a HostConfig.Runtime that Docker runs as gVisor behind
+	// the runc shim, "" for any other runtime. Set by the service.
+	runscPath func(ctx context.Context, runtime string) string
+	// runsc reads the task count of such a container from its sandbox.
+	runsc runscstats.Reader
 
 	mu      sync.Mutex
 	entries map[string]*statsEntry
@@ -175,6 +184,7 @@ func newStatsCollector(docker libdocker.Client, log *logrus.Entry) *statsCollect
 		staleAfter: 2 * statsInterval,
 		maxAge:     statsMaxAge,
 		host:       nodeHostFS(),
+		runsc:      runscstats.Reader{Proc: nodeHostFS().proc},
 		sem:        make(chan struct{}, statsConcurrency),
 		entries:    map[string]*statsEntry{},
 		stop:       make(chan struct{}),
@@ -330,6 +340,9 @@ func (c *statsCollector) fetch(ctx context.Context, id string, meta *containerMe
 		if inspect.HostConfig != nil {
 			meta.hostNetwork = inspect.HostConfig.NetworkMode.IsHost()
 			meta.resources = inspect.HostConfig.Resources
+			if c.runscPath != nil {
+				meta.runscPath = c.runscPath(ctx, inspect.HostConfig.Runtime)
+			}
 		}
 	}
 	st, err := c.docker.ContainerStats(ctx, id)
@@ -343,6 +356,15 @@ func (c *statsCollector) fetch(ctx context.Context, id string, meta *containerMe
 			sample.swap, sample.hasSwap = readCgroupV2Swap(meta.unifiedDir)
 		}
 		sample.io, _ = readCgroupV2IO(meta.unifiedDir)
+	}
+	if sample.running && meta.runscPath != "" {
+		// The host's pids cgroup counts the Sentry's and the gofer's threads; the kubelet
+		// ranks pods by their own processes, as containerd's gVisor shim reports them.
+		if n, err := c.runsc.Tasks(ctx, meta.runscPath, meta.pid, id); err == nil {
+			sample.pids = n
+		} else {
+			c.log.WithField("container", id).Debugf("stats: the gVisor sandbox's tasks: %v", err)
+		}
 	}
 	if fsu == nil || time.Since(fsu.at) >= c.fsEvery {
 		if measured, err := c.measureWritableLayer(ctx, id, meta.upperDir); err == nil {

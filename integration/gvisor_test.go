@@ -5,6 +5,7 @@ package integration
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -19,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
 	"golang.org/x/net/dns/dnsmessage"
 	"k8s.io/client-go/tools/remotecommand"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -453,6 +455,17 @@ func TestGVisorStats(t *testing.T) {
 	}
 	l := resp.Stats.GetLinux()
 	t.Logf("gVisor pod: cpu %d ns, memory %d B, processes %d, network %v", l.GetCpu().GetUsageCoreNanoSeconds().GetValue(), l.GetMemory().GetWorkingSetBytes().GetValue(), l.GetProcess().GetProcessCount().GetValue(), l.GetNetwork().GetDefaultInterface())
+	// The pod's processes are its sandboxes' tasks (pause; sh and its sleep), as runsc counts
+	// them, not the dozens of Sentry and gofer threads of the host's pids cgroup.
+	if n := l.GetProcess().GetProcessCount().GetValue(); n != 3 {
+		host, _ := suite.docker.ContainerStatsOneShot(t.Context(), ctr)
+		var st container.StatsResponse
+		if host.Body != nil {
+			_ = json.NewDecoder(host.Body).Decode(&st)
+			host.Body.Close()
+		}
+		t.Errorf("gVisor pod: %d processes, want 3: pause, sh and sleep (Docker counts %d tasks on the host for the container alone)", n, st.PidsStats.Current)
+	}
 	if len(l.GetContainers()) != 1 || l.Containers[0].Attributes.GetId() != ctr {
 		t.Errorf("pod containers %v", l.GetContainers())
 	}
