@@ -103,6 +103,9 @@ type containerMeta struct {
 	// sandbox's, which the host's cgroup does not count.
 	runscPath   string
 	hostNetwork bool
+	// ownNetwork: the container has a network namespace of its own (not the host's, not another
+	// container's), whose interfaces are its stats' networks.
+	ownNetwork bool
 	// unifiedDir is the container's cgroup on a cgroup v2 node, "" on v1.
 	unifiedDir string
 	// For the CRI metrics: the Docker name and image, the start time and the limits.
@@ -339,15 +342,20 @@ func (c *statsCollector) fetch(ctx context.Context, id string, meta *containerMe
 		}
 		if inspect.HostConfig != nil {
 			meta.hostNetwork = inspect.HostConfig.NetworkMode.IsHost()
+			meta.ownNetwork = !meta.hostNetwork && !inspect.HostConfig.NetworkMode.IsContainer()
 			meta.resources = inspect.HostConfig.Resources
 			if c.runscPath != nil {
 				meta.runscPath = c.runscPath(ctx, inspect.HostConfig.Runtime)
 			}
 		}
 	}
-	st, err := c.docker.ContainerStats(ctx, id)
-	if err != nil {
-		return nil, nil, nil, err
+	// The cgroups first (cgroup_stats.go); Docker's stats where they cannot be read.
+	st, direct := c.host.readContainerStats(id, meta.pid, meta.ownNetwork)
+	if !direct {
+		var err error
+		if st, err = c.docker.ContainerStats(ctx, id); err != nil {
+			return nil, nil, nil, err
+		}
 	}
 	sample := sampleFromDocker(st)
 	if sample.running && meta.unifiedDir != "" {

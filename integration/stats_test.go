@@ -82,6 +82,58 @@ func TestStatsOfARealContainer(t *testing.T) {
 	}
 }
 
+// Ours are Docker's figures: read from the container's cgroups (cgroup_stats.go) rather than
+// through Docker, between two readings of Docker's own stats, CPU and network counters lie
+// between Docker's, and memory and the process count of an idle container equal them.
+func TestStatsAreDockersFigures(t *testing.T) {
+	d := StartDaemon(t, "--network-plugin=")
+	podCfg := newPodConfig(t, "stats-docker")
+	sandboxID := runPod(t, d, podCfg, "")
+	ctrID := createContainer(t, d, sandboxID, podCfg, containerConfig("idle", `head -c 3000000 /dev/zero | tail -c 1 >/dev/null; `+sleeper))
+	startContainer(t, d, ctrID)
+	time.Sleep(time.Second)
+	docker := func(id string) container.StatsResponse {
+		resp, err := suite.docker.ContainerStatsOneShot(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var st container.StatsResponse
+		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	before, podBefore := docker(ctrID), docker(sandboxID)
+	time.Sleep(1100 * time.Millisecond) // past statsMaxAge: ours takes a new reading
+	resp, err := d.Runtime.PodSandboxStats(t.Context(), &runtimeapi.PodSandboxStatsRequest{PodSandboxId: sandboxID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, podAfter := docker(ctrID), docker(sandboxID)
+	l := resp.Stats.GetLinux()
+	if len(l.GetContainers()) != 1 {
+		t.Fatalf("pod stats %v", l)
+	}
+	c := l.Containers[0]
+	if cpu := c.GetCpu().GetUsageCoreNanoSeconds().GetValue(); cpu < before.CPUStats.CPUUsage.TotalUsage || cpu > after.CPUStats.CPUUsage.TotalUsage {
+		t.Errorf("container cpu %d ns, Docker's %d before and %d after", cpu, before.CPUStats.CPUUsage.TotalUsage, after.CPUStats.CPUUsage.TotalUsage)
+	}
+	if mem := c.GetMemory().GetUsageBytes().GetValue(); mem != before.MemoryStats.Usage || mem != after.MemoryStats.Usage {
+		t.Errorf("container memory %d B, Docker's %d before and %d after", mem, before.MemoryStats.Usage, after.MemoryStats.Usage)
+	}
+	if lim := c.GetMemory().GetAvailableBytes().GetValue() + c.GetMemory().GetWorkingSetBytes().GetValue(); lim != after.MemoryStats.Limit {
+		t.Errorf("container memory limit (available + working set) %d B, Docker's %d", lim, after.MemoryStats.Limit)
+	}
+	if n := l.GetProcess().GetProcessCount().GetValue(); n != podAfter.PidsStats.Current+after.PidsStats.Current {
+		t.Errorf("pod processes %d, Docker's %d + %d", n, podAfter.PidsStats.Current, after.PidsStats.Current)
+	}
+	eth0 := l.GetNetwork().GetDefaultInterface()
+	if rx := eth0.GetRxBytes().GetValue(); eth0.GetName() != "eth0" || rx < podBefore.Networks["eth0"].RxBytes || rx > podAfter.Networks["eth0"].RxBytes {
+		t.Errorf("pod network %v, Docker's eth0 rx %d before and %d after", eth0, podBefore.Networks["eth0"].RxBytes, podAfter.Networks["eth0"].RxBytes)
+	}
+}
+
 // BenchmarkStats answers, in one run, what the stats cache costs and saves with 10, 50 and 100
 // running containers, two per pod (an app and a sidecar: 5, 25 and 50 pods, so 15, 75 and 150
 // Docker containers with the sandboxes). The population is built once through CRI

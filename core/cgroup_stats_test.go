@@ -1,0 +1,192 @@
+package core
+
+import (
+	"context"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"testing"
+
+	"github.com/docker/docker/api/types/container"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-dockerd/cri-dockerd/libdocker"
+)
+
+const statsID = "9ab5ad761a7c7a58a4d75ec926468719bd7bf36bf38e661da0840d2c345e637c"
+
+// writeTree writes files (path relative to root: content) and returns the hostFS rooted there.
+func writeTree(t *testing.T, files map[string]string) hostFS {
+	t.Helper()
+	root := t.TempDir()
+	for path, content := range files {
+		full := filepath.Join(root, path)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return hostFS{sys: filepath.Join(root, "sys"), proc: filepath.Join(root, "proc")}
+}
+
+// cgroupV1Files is a container's cgroup v1 as this CI machine has it (cpu and cpuacct mounted
+// apart), with the figures Docker 20.10 reported for the same container in one run.
+func cgroupV1Files(id string, pid int) map[string]string {
+	p := "proc/" + strconv.Itoa(pid) + "/"
+	c := "sys/fs/cgroup/"
+	d := "/docker/" + id + "/"
+	return map[string]string{
+		p + "cgroup":                                                  "9:name=systemd:/docker/" + id + "\n8:pids:/docker/" + id + "\n7:blkio:/docker/" + id + "\n4:memory:/docker/" + id + "\n2:cpuacct:/docker/" + id + "\n1:cpu:/docker/" + id + "\n0::/docker/" + id + "\n",
+		p + "net/dev":                                                 "Inter-|   Receive                                                |  Transmit\n face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed\n    lo:       0       0    0    0    0     0          0         0        0       0    0    0    0     0       0          0\n  eth0:     200       2    0    0    0     0          0         0       42       1    0    0    0     0       0          0\n",
+		"proc/meminfo":                                                "MemTotal:       24684084 kB\nMemFree:        20000000 kB\n",
+		c + "unified/cgroup.controllers":                              "",
+		c + "cpuacct" + d + "cpuacct.usage":                           "29683269\n",
+		c + "cpuacct" + d + "cpuacct.usage_percpu":                    "11334913 18348356 \n",
+		c + "cpuacct" + d + "cpuacct.stat":                            "user 1\nsystem 1\n",
+		c + "cpu" + d + "cpu.stat":                                    "nr_periods 10\nnr_throttled 2\nthrottled_time 3000\n",
+		c + "memory" + d + "memory.usage_in_bytes":                    "663552\n",
+		c + "memory" + d + "memory.max_usage_in_bytes":                "4345856\n",
+		c + "memory" + d + "memory.failcnt":                           "0\n",
+		c + "memory" + d + "memory.limit_in_bytes":                    "9223372036854771712\n",
+		c + "memory" + d + "memory.stat":                              "cache 0\nrss 118784\ninactive_file 0\npgfault 1216\ntotal_rss 118784\ntotal_inactive_file 0\ntotal_pgfault 1216\n",
+		c + "blkio" + d + "blkio.io_service_bytes_recursive":          "Total 0\n",
+		c + "blkio" + d + "blkio.throttle.io_service_bytes_recursive": "8:0 Read 4096\n8:0 Write 8192\n8:0 Total 12288\nTotal 12288\n",
+		c + "blkio" + d + "blkio.io_serviced_recursive":               "Total 0\n",
+		c + "blkio" + d + "blkio.throttle.io_serviced_recursive":      "8:0 Read 1\n8:0 Write 2\n8:0 Total 3\nTotal 3\n",
+		c + "pids" + d + "pids.current":                               "1\n",
+		c + "pids" + d + "pids.max":                                   "max\n",
+	}
+}
+
+// On cgroup v1 the reading is what Docker's stats say: the same fields, in the same units, the
+// limit capped at MemTotal, the throttle blkio files where the CFQ ones are empty.
+func TestContainerStatsFromCgroupV1AreDockers(t *testing.T) {
+	h := writeTree(t, cgroupV1Files(statsID, 4242))
+	st, ok := h.readContainerStats(statsID, 4242, true)
+	if !ok {
+		t.Fatal("not read")
+	}
+	if st.Read.IsZero() || st.ID != statsID {
+		t.Errorf("read at %v, id %q", st.Read, st.ID)
+	}
+	wantCPU := container.CPUStats{
+		CPUUsage:       container.CPUUsage{TotalUsage: 29683269, PercpuUsage: []uint64{11334913, 18348356}, UsageInKernelmode: 10000000, UsageInUsermode: 10000000},
+		ThrottlingData: container.ThrottlingData{Periods: 10, ThrottledPeriods: 2, ThrottledTime: 3000},
+	}
+	if !reflect.DeepEqual(st.CPUStats, wantCPU) {
+		t.Errorf("cpu %+v, want %+v", st.CPUStats, wantCPU)
+	}
+	m := st.MemoryStats
+	if m.Usage != 663552 || m.MaxUsage != 4345856 || m.Limit != 24684084<<10 || m.Stats["total_rss"] != 118784 || m.Stats["pgfault"] != 1216 {
+		t.Errorf("memory %+v", m)
+	}
+	wantIO := []container.BlkioStatEntry{{Major: 8, Minor: 0, Op: "Read", Value: 4096}, {Major: 8, Minor: 0, Op: "Write", Value: 8192}, {Major: 8, Minor: 0, Op: "Total", Value: 12288}}
+	if !reflect.DeepEqual(st.BlkioStats.IoServiceBytesRecursive, wantIO) || len(st.BlkioStats.IoServicedRecursive) != 3 || st.BlkioStats.IoServicedRecursive[1].Value != 2 {
+		t.Errorf("blkio %+v", st.BlkioStats)
+	}
+	if st.PidsStats != (container.PidsStats{Current: 1, Limit: 0}) {
+		t.Errorf("pids %+v, want 1 and no limit (0)", st.PidsStats)
+	}
+	if n := st.Networks; len(n) != 1 || n["eth0"].RxBytes != 200 || n["eth0"].TxBytes != 42 {
+		t.Errorf("networks %+v, want eth0 alone", n)
+	}
+	// A container sharing another's network (or the host's) reports none, as Docker does.
+	if st, _ := h.readContainerStats(statsID, 4242, false); st.Networks != nil {
+		t.Errorf("networks %+v of a container without a network of its own", st.Networks)
+	}
+}
+
+// On cgroup v2: cpu.stat in ns, memory.max "max" as the largest uint64 then MemTotal, io.stat
+// as read and write entries, pids.max "max" as the largest uint64.
+func TestContainerStatsFromCgroupV2AreDockers(t *testing.T) {
+	d := "sys/fs/cgroup/system.slice/docker-" + statsID + ".scope/"
+	h := writeTree(t, map[string]string{
+		"proc/77/cgroup":                   "0::/system.slice/docker-" + statsID + ".scope\n",
+		"proc/meminfo":                     "MemTotal: 1000 kB\n",
+		"sys/fs/cgroup/cgroup.controllers": "cpu memory io pids\n",
+		d + "cpu.stat":                     "usage_usec 2000\nuser_usec 1500\nsystem_usec 500\nnr_periods 4\nnr_throttled 1\nthrottled_usec 7\n",
+		d + "memory.current":               "4096\n",
+		d + "memory.max":                   "max\n",
+		d + "memory.events":                "low 0\nhigh 0\nmax 3\noom 2\noom_kill 1\n",
+		d + "memory.stat":                  "anon 1024\nfile 2048\ninactive_file 512\npgfault 9\n",
+		d + "io.stat":                      "8:0 rbytes=100 wbytes=200 rios=1 wios=2 dbytes=0 dios=0\n",
+		d + "pids.current":                 "3\n",
+		d + "pids.max":                     "max\n",
+	})
+	st, ok := h.readContainerStats(statsID, 77, false)
+	if !ok {
+		t.Fatal("not read")
+	}
+	u := st.CPUStats.CPUUsage
+	if u.TotalUsage != 2000000 || u.UsageInUsermode != 1500000 || u.UsageInKernelmode != 500000 || st.CPUStats.ThrottlingData != (container.ThrottlingData{Periods: 4, ThrottledPeriods: 1, ThrottledTime: 7000}) {
+		t.Errorf("cpu %+v", st.CPUStats)
+	}
+	if m := st.MemoryStats; m.Usage != 4096 || m.Limit != 1000<<10 || m.Failcnt != 2 || m.Stats["inactive_file"] != 512 {
+		t.Errorf("memory %+v", m)
+	}
+	wantIO := []container.BlkioStatEntry{{Major: 8, Minor: 0, Op: "read", Value: 100}, {Major: 8, Minor: 0, Op: "write", Value: 200}}
+	if !reflect.DeepEqual(st.BlkioStats.IoServiceBytesRecursive, wantIO) {
+		t.Errorf("io %+v", st.BlkioStats.IoServiceBytesRecursive)
+	}
+	if st.PidsStats != (container.PidsStats{Current: 3, Limit: math.MaxUint64}) {
+		t.Errorf("pids %+v", st.PidsStats)
+	}
+}
+
+// Not read, so that Docker is asked: a process in another container's cgroup (a PID reused after
+// the container ended), a process gone, a file Docker's stats need missing.
+func TestContainerStatsAreNotReadFromAnotherCgroup(t *testing.T) {
+	other := "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	h := writeTree(t, cgroupV1Files(other, 4242))
+	if _, ok := h.readContainerStats(statsID, 4242, true); ok {
+		t.Error("read the stats of another container's cgroup")
+	}
+	if _, ok := h.readContainerStats(other, 4343, true); ok {
+		t.Error("read the stats of a process that is gone")
+	}
+	files := cgroupV1Files(statsID, 4242)
+	delete(files, "sys/fs/cgroup/memory/docker/"+statsID+"/memory.usage_in_bytes")
+	if _, ok := writeTree(t, files).readContainerStats(statsID, 4242, true); ok {
+		t.Error("read stats without memory.usage_in_bytes")
+	}
+}
+
+// The collector reads a container's cgroups instead of asking Docker, and the CRI stats carry
+// what the cgroups say; where the cgroups are not the container's, Docker is asked.
+func TestStatsAreReadFromTheCgroupsWithoutDocker(t *testing.T) {
+	fake := libdocker.NewFake()
+	s := newTestService(t, fake, Options{})
+	t.Cleanup(s.Close)
+	ctx := context.Background()
+	podID, podCfg := runPod(t, s, "cg", "")
+	id := startedContainer(t, s, podID, podCfg, "c")
+	c, err := fake.InspectContainer(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.stats.host = writeTree(t, cgroupV1Files(id, c.State.Pid))
+	resp, err := s.ContainerStats(ctx, &runtimeapi.ContainerStatsRequest{ContainerId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := fake.Calls("ContainerStats"); n != 0 {
+		t.Errorf("%d Docker stats calls for a container whose cgroups we read", n)
+	}
+	if got := resp.Stats.GetCpu().GetUsageCoreNanoSeconds().GetValue(); got != 29683269 {
+		t.Errorf("cpu %d, want cpuacct.usage 29683269", got)
+	}
+	if got := resp.Stats.GetMemory().GetUsageBytes().GetValue(); got != 663552 {
+		t.Errorf("memory usage %d, want 663552", got)
+	}
+	// The pod's sandbox has no cgroups in the fixture: Docker is asked for it.
+	if _, err := s.PodSandboxStats(ctx, &runtimeapi.PodSandboxStatsRequest{PodSandboxId: podID}); err != nil {
+		t.Fatal(err)
+	}
+	if n := fake.Calls("ContainerStats"); n != 1 {
+		t.Errorf("%d Docker stats calls, want 1: the sandbox's", n)
+	}
+}
