@@ -1,6 +1,7 @@
 package core
 
 import (
+	"bytes"
 	"math"
 	"os"
 	"path/filepath"
@@ -20,7 +21,7 @@ import (
 // Docker otherwise (a cri-dockerd that does not see the host's /proc, an unknown layout).
 //
 // The conversion is Docker's (moby daemon/stats_unix.go, read in the source of Docker 20.10,
-// 28.5 and 29.8): on v1, cpuacct.usage, cpuacct.usage_percpu, cpuacct.stat's user and system
+// 28.5 and 29.8): on v1, cpuacct.usage, cpuacct.stat's user and system
 // ticks in ns, cpu.stat's throttling, memory.usage_in_bytes, max_usage_in_bytes, failcnt and
 // limit_in_bytes, memory.stat as is, blkio's recursive service bytes and operations (the CFQ
 // files, else the throttle ones), pids.current and pids.max ("max" is 0); on v2 cpu.stat in ns,
@@ -28,40 +29,62 @@ import (
 // memory.stat as is, io.stat's rbytes and wbytes as "read" and "write" entries, pids.current and
 // pids.max ("max" is the largest uint64). Docker's collector caps the memory limit at the node's
 // MemTotal, and so do we. Networks are the interfaces of the container's own network namespace
-// (/proc/PID/net/dev, without lo), read only for a container with a network of its own.
+// (/proc/PID/net/dev, without lo), read only for a container with a network of its own. Docker's
+// per-CPU usage is left out: nothing we report uses it.
 
 // userHZ is the unit of cpuacct.stat: USER_HZ, 100 on every Linux architecture Docker runs on.
 const userHZ = 100
 
-// readContainerStats reads the stats of container id, whose process is pid, from its cgroups;
-// ok is false when pid is not in a cgroup of id, or a file Docker's stats need is missing.
-func (h hostFS) readContainerStats(id string, pid int, ownNetwork bool) (container.StatsResponse, bool) {
-	var st container.StatsResponse
+// containerCgroups is where a container's cgroup files are: per v1 controller (or "" for
+// the v2 directory), resolved once from its process's /proc/PID/cgroup.
+type containerCgroups struct {
+	version int
+	dirs    map[string]string
+}
+
+// containerCgroupsOf resolves the cgroups of container id from its process pid; ok is false
+// when pid is not in cgroups named after id (gone, reused, or a layout we do not know).
+func (h hostFS) containerCgroupsOf(id string, pid int) (containerCgroups, bool) {
 	if pid <= 0 || id == "" {
-		return st, false
+		return containerCgroups{}, false
 	}
 	dirs, hier, ok := h.cgroupDirs(pid)
 	if !ok {
-		return st, false
+		return containerCgroups{}, false
 	}
-	st.Read = time.Now()
-	if hier.version == 2 {
-		ok = readStatsV2(dirs[""], id, &st)
+	cg := containerCgroups{version: hier.version, dirs: dirs}
+	if cg.version == 2 {
+		ok = ofContainer(dirs[""], id)
 	} else {
-		ok = readStatsV1(dirs, id, &st)
+		ok = ofContainer(dirs["cpuacct"], id) && ofContainer(dirs["memory"], id)
+	}
+	return cg, ok
+}
+
+// readContainerStats reads the stats of the container whose cgroups are cg, and the interfaces
+// of process pid's network namespace when ownNetwork; memTotal caps the memory limit (0: no
+// cap). ok is false when a file Docker's stats need is missing, or the cgroup holds no task (the
+// container ended; its cgroup may linger a moment): Docker is asked then.
+func (h hostFS) readContainerStats(cg containerCgroups, pid int, ownNetwork bool, memTotal uint64) (container.StatsResponse, bool) {
+	var st container.StatsResponse
+	st.Read = time.Now()
+	var ok bool
+	if cg.version == 2 {
+		ok = readStatsV2(cg.dirs[""], &st)
+	} else {
+		ok = readStatsV1(cg.dirs, &st)
 	}
 	if !ok {
 		return container.StatsResponse{}, false
 	}
-	if total := h.memTotal(); total > 0 && st.MemoryStats.Limit > total {
-		st.MemoryStats.Limit = total
+	if memTotal > 0 && st.MemoryStats.Limit > memTotal {
+		st.MemoryStats.Limit = memTotal
 	}
 	if ownNetwork {
 		if nets, err := h.readNetDev(pid); err == nil {
 			st.Networks = nets
 		}
 	}
-	st.ID = id
 	return st, true
 }
 
@@ -71,27 +94,20 @@ func ofContainer(dir, id string) bool {
 	return dir != "" && strings.Contains(filepath.Base(dir), id)
 }
 
-func readStatsV1(dirs map[string]string, id string, st *container.StatsResponse) bool {
+// readStatsV1 and readStatsV2 fill st from a container's cgroup files; false when one Docker's
+// stats need is missing or no task is left in the cgroup.
+func readStatsV1(dirs map[string]string, st *container.StatsResponse) bool {
 	cpuacct, mem, pids := dirs["cpuacct"], dirs["memory"], dirs["pids"]
-	if !ofContainer(cpuacct, id) || !ofContainer(mem, id) {
-		return false
-	}
 	total, ok := readUint(filepath.Join(cpuacct, "cpuacct.usage"))
 	if !ok {
 		return false
 	}
 	cpu := &st.CPUStats
 	cpu.CPUUsage.TotalUsage = total
-	if raw, err := os.ReadFile(filepath.Join(cpuacct, "cpuacct.usage_percpu")); err == nil {
-		for _, f := range strings.Fields(string(raw)) {
-			v, _ := strconv.ParseUint(f, 10, 64)
-			cpu.CPUUsage.PercpuUsage = append(cpu.CPUUsage.PercpuUsage, v)
-		}
-	}
 	ticks := readKeyValues(filepath.Join(cpuacct, "cpuacct.stat"))
 	cpu.CPUUsage.UsageInUsermode = ticks["user"] * (uint64(time.Second) / userHZ)
 	cpu.CPUUsage.UsageInKernelmode = ticks["system"] * (uint64(time.Second) / userHZ)
-	if dir := dirs["cpu"]; ofContainer(dir, id) {
+	if dir := dirs["cpu"]; dir != "" {
 		th := readKeyValues(filepath.Join(dir, "cpu.stat"))
 		cpu.ThrottlingData = container.ThrottlingData{Periods: th["nr_periods"], ThrottledPeriods: th["nr_throttled"], ThrottledTime: th["throttled_time"]}
 	}
@@ -107,15 +123,18 @@ func readStatsV1(dirs map[string]string, id string, st *container.StatsResponse)
 		return false
 	}
 
-	if dir := dirs["blkio"]; ofContainer(dir, id) {
+	if dir := dirs["blkio"]; dir != "" {
 		st.BlkioStats.IoServiceBytesRecursive = readBlkio(dir, "io_service_bytes_recursive")
 		st.BlkioStats.IoServicedRecursive = readBlkio(dir, "io_serviced_recursive")
 	}
-	if ofContainer(pids, id) {
-		st.PidsStats.Current, _ = readUint(filepath.Join(pids, "pids.current"))
-		st.PidsStats.Limit, _ = readUint(filepath.Join(pids, "pids.max")) // "max": 0
+	if pids == "" {
+		// No pids controller: Docker reports no pids; the tasks tell whether it still runs.
+		tasks, err := os.ReadFile(filepath.Join(cpuacct, "tasks"))
+		return err == nil && len(bytes.TrimSpace(tasks)) > 0
 	}
-	return true
+	st.PidsStats.Current, _ = readUint(filepath.Join(pids, "pids.current"))
+	st.PidsStats.Limit, _ = readUint(filepath.Join(pids, "pids.max")) // "max": 0
+	return st.PidsStats.Current > 0
 }
 
 // readBlkio reads blkio.NAME ("MAJ:MIN Op value" lines), or blkio.throttle.NAME when the CFQ
@@ -151,10 +170,7 @@ func readBlkio(dir, name string) []container.BlkioStatEntry {
 	return []container.BlkioStatEntry{}
 }
 
-func readStatsV2(dir, id string, st *container.StatsResponse) bool {
-	if !ofContainer(dir, id) {
-		return false
-	}
+func readStatsV2(dir string, st *container.StatsResponse) bool {
 	cs := readKeyValues(filepath.Join(dir, "cpu.stat"))
 	if _, ok := cs["usage_usec"]; !ok {
 		return false
@@ -187,7 +203,7 @@ func readStatsV2(dir, id string, st *container.StatsResponse) bool {
 	}
 	st.PidsStats.Current, _ = readUint(filepath.Join(dir, "pids.current"))
 	st.PidsStats.Limit = readMax(filepath.Join(dir, "pids.max"))
-	return true
+	return st.PidsStats.Current > 0
 }
 
 // readUint reads a cgroup file holding one number.

@@ -66,15 +66,19 @@ func cgroupV1Files(id string, pid int) map[string]string {
 // limit capped at MemTotal, the throttle blkio files where the CFQ ones are empty.
 func TestContainerStatsFromCgroupV1AreDockers(t *testing.T) {
 	h := writeTree(t, cgroupV1Files(statsID, 4242))
-	st, ok := h.readContainerStats(statsID, 4242, true)
+	cg, ok := h.containerCgroupsOf(statsID, 4242)
+	if !ok {
+		t.Fatal("the container's cgroups not found")
+	}
+	st, ok := h.readContainerStats(cg, 4242, true, h.memTotal())
 	if !ok {
 		t.Fatal("not read")
 	}
-	if st.Read.IsZero() || st.ID != statsID {
-		t.Errorf("read at %v, id %q", st.Read, st.ID)
+	if st.Read.IsZero() {
+		t.Errorf("read at %v", st.Read)
 	}
 	wantCPU := container.CPUStats{
-		CPUUsage:       container.CPUUsage{TotalUsage: 29683269, PercpuUsage: []uint64{11334913, 18348356}, UsageInKernelmode: 10000000, UsageInUsermode: 10000000},
+		CPUUsage:       container.CPUUsage{TotalUsage: 29683269, UsageInKernelmode: 10000000, UsageInUsermode: 10000000},
 		ThrottlingData: container.ThrottlingData{Periods: 10, ThrottledPeriods: 2, ThrottledTime: 3000},
 	}
 	if !reflect.DeepEqual(st.CPUStats, wantCPU) {
@@ -95,8 +99,8 @@ func TestContainerStatsFromCgroupV1AreDockers(t *testing.T) {
 		t.Errorf("networks %+v, want eth0 alone", n)
 	}
 	// A container sharing another's network (or the host's) reports none, as Docker does.
-	if st, _ := h.readContainerStats(statsID, 4242, false); st.Networks != nil {
-		t.Errorf("networks %+v of a container without a network of its own", st.Networks)
+	if st, _ := h.readContainerStats(cg, 4242, false, 0); st.Networks != nil || st.MemoryStats.Limit != 9223372036854771712 {
+		t.Errorf("networks %+v of a container without a network of its own, limit %d (no MemTotal: not capped)", st.Networks, st.MemoryStats.Limit)
 	}
 }
 
@@ -117,7 +121,11 @@ func TestContainerStatsFromCgroupV2AreDockers(t *testing.T) {
 		d + "pids.current":                 "3\n",
 		d + "pids.max":                     "max\n",
 	})
-	st, ok := h.readContainerStats(statsID, 77, false)
+	cg, ok := h.containerCgroupsOf(statsID, 77)
+	if !ok {
+		t.Fatal("the container's cgroups not found")
+	}
+	st, ok := h.readContainerStats(cg, 77, false, h.memTotal())
 	if !ok {
 		t.Fatal("not read")
 	}
@@ -138,20 +146,31 @@ func TestContainerStatsFromCgroupV2AreDockers(t *testing.T) {
 }
 
 // Not read, so that Docker is asked: a process in another container's cgroup (a PID reused after
-// the container ended), a process gone, a file Docker's stats need missing.
+// the container ended), a process gone, a file Docker's stats need missing, a cgroup left with
+// no task (the container ended).
 func TestContainerStatsAreNotReadFromAnotherCgroup(t *testing.T) {
 	other := "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 	h := writeTree(t, cgroupV1Files(other, 4242))
-	if _, ok := h.readContainerStats(statsID, 4242, true); ok {
-		t.Error("read the stats of another container's cgroup")
+	if _, ok := h.containerCgroupsOf(statsID, 4242); ok {
+		t.Error("took another container's cgroups")
 	}
-	if _, ok := h.readContainerStats(other, 4343, true); ok {
-		t.Error("read the stats of a process that is gone")
+	if _, ok := h.containerCgroupsOf(other, 4343); ok {
+		t.Error("took the cgroups of a process that is gone")
 	}
-	files := cgroupV1Files(statsID, 4242)
-	delete(files, "sys/fs/cgroup/memory/docker/"+statsID+"/memory.usage_in_bytes")
-	if _, ok := writeTree(t, files).readContainerStats(statsID, 4242, true); ok {
-		t.Error("read stats without memory.usage_in_bytes")
+	for name, edit := range map[string]func(map[string]string){
+		"no memory.usage_in_bytes": func(f map[string]string) { delete(f, "sys/fs/cgroup/memory/docker/"+statsID+"/memory.usage_in_bytes") },
+		"no task left":             func(f map[string]string) { f["sys/fs/cgroup/pids/docker/"+statsID+"/pids.current"] = "0\n" },
+	} {
+		files := cgroupV1Files(statsID, 4242)
+		edit(files)
+		h := writeTree(t, files)
+		cg, ok := h.containerCgroupsOf(statsID, 4242)
+		if !ok {
+			t.Fatalf("%s: the container's cgroups not found", name)
+		}
+		if _, ok := h.readContainerStats(cg, 4242, true, 0); ok {
+			t.Errorf("%s: read", name)
+		}
 	}
 }
 
@@ -188,5 +207,26 @@ func TestStatsAreReadFromTheCgroupsWithoutDocker(t *testing.T) {
 	}
 	if n := fake.Calls("ContainerStats"); n != 1 {
 		t.Errorf("%d Docker stats calls, want 1: the sandbox's", n)
+	}
+}
+
+// Without a pids controller the stats are read, with no pids as Docker gives, while the cgroup
+// has a task; not once it has none.
+func TestContainerStatsWithoutAPidsController(t *testing.T) {
+	for tasks, want := range map[string]bool{"4242\n": true, "": false} {
+		files := cgroupV1Files(statsID, 4242)
+		delete(files, "sys/fs/cgroup/pids/docker/"+statsID+"/pids.current")
+		delete(files, "sys/fs/cgroup/pids/docker/"+statsID+"/pids.max")
+		files["proc/4242/cgroup"] = "4:memory:/docker/" + statsID + "\n2:cpuacct:/docker/" + statsID + "\n"
+		files["sys/fs/cgroup/cpuacct/docker/"+statsID+"/tasks"] = tasks
+		h := writeTree(t, files)
+		cg, ok := h.containerCgroupsOf(statsID, 4242)
+		if !ok {
+			t.Fatal("the container's cgroups not found")
+		}
+		st, ok := h.readContainerStats(cg, 4242, false, 0)
+		if ok != want || st.PidsStats != (container.PidsStats{}) {
+			t.Errorf("tasks %q: read %v, pids %+v; want read %v and no pids", tasks, ok, st.PidsStats, want)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/docker/docker/api/types/container"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -180,13 +181,7 @@ func splitLabels(dockerLabels map[string]string) (labels, annotations map[string
 	annotations = map[string]string{}
 	var criKeys map[string]bool
 	if raw, ok := dockerLabels[criKeysLabel]; ok {
-		var keys []string
-		if json.Unmarshal([]byte(raw), &keys) == nil {
-			criKeys = make(map[string]bool, len(keys))
-			for _, k := range keys {
-				criKeys[k] = true
-			}
-		}
+		criKeys = criKeySets.get(raw)
 	}
 	for k, v := range dockerLabels {
 		switch {
@@ -199,6 +194,42 @@ func splitLabels(dockerLabels map[string]string) (labels, annotations map[string
 		}
 	}
 	return labels, annotations
+}
+
+// keySetCache holds parsed criKeysLabel values (read-only sets). The kubelet's relists split
+// the labels of every object every second, and the pods of one workload share one key list:
+// the JSON is decoded once per distinct list, not once per object and call.
+type keySetCache struct {
+	mu   sync.Mutex
+	sets map[string]map[string]bool
+}
+
+// keySetCacheMax bounds the cache; it starts over when full.
+const keySetCacheMax = 4096
+
+var criKeySets = &keySetCache{}
+
+// get returns the set of keys of raw, a JSON list; nil when raw is not one (then every label
+// is the request's, as for containers made before the list existed).
+func (c *keySetCache) get(raw string) map[string]bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if set, ok := c.sets[raw]; ok {
+		return set
+	}
+	var keys []string
+	var set map[string]bool
+	if json.Unmarshal([]byte(raw), &keys) == nil {
+		set = make(map[string]bool, len(keys))
+		for _, k := range keys {
+			set[k] = true
+		}
+	}
+	if c.sets == nil || len(c.sets) >= keySetCacheMax {
+		c.sets = map[string]map[string]bool{}
+	}
+	c.sets[raw] = set
+	return set
 }
 
 // matchesSelector reports whether labels hold every key=value of selector.

@@ -1,6 +1,8 @@
 package core
 
 import (
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -37,5 +39,28 @@ func TestNameComponentLengthLimit(t *testing.T) {
 	}
 	if err := checkNameComponent("name", strings.Repeat("a", maxNameComponent+1), true); err == nil {
 		t.Errorf("%d characters accepted", maxNameComponent+1)
+	}
+}
+
+// The parsed key lists are shared between objects, and the cache starts over when full: each
+// lookup still answers its own list.
+func TestKeySetCacheAnswersEachListPastItsBound(t *testing.T) {
+	c := &keySetCache{}
+	for i := 0; i < keySetCacheMax+10; i++ {
+		k := "k" + strconv.Itoa(i)
+		set := c.get(`["` + k + `"]`)
+		if len(set) != 1 || !set[k] {
+			t.Fatalf("list %d: %v", i, set)
+		}
+	}
+	if len(c.sets) > keySetCacheMax {
+		t.Errorf("%d lists cached, bound %d", len(c.sets), keySetCacheMax)
+	}
+	if set := c.get("not json"); set != nil {
+		t.Errorf("a value that is no list gives %v, want nil (every label is the request's)", set)
+	}
+	a, b := c.get(`["x","y"]`), c.get(`["x","y"]`)
+	if len(a) != 2 || fmt.Sprintf("%p", a) != fmt.Sprintf("%p", b) {
+		t.Errorf("one list decoded twice (%p, %p) or wrongly: %v", a, b, a)
 	}
 }

@@ -108,6 +108,12 @@ type containerMeta struct {
 	ownNetwork bool
 	// unifiedDir is the container's cgroup on a cgroup v2 node, "" on v1.
 	unifiedDir string
+	// cgroups are the container's cgroup directories, where its stats are read (cgroup_stats.go);
+	// hasCgroups is false where they cannot be (then Docker is asked).
+	cgroups    containerCgroups
+	hasCgroups bool
+	// beforeStart: taken before the container started (no process yet); taken again.
+	beforeStart bool
 	// For the CRI metrics: the Docker name and image, the start time and the limits.
 	name      string
 	image     string
@@ -175,6 +181,9 @@ type statsCollector struct {
 	sizes   map[string]int64
 	sizesAt time.Time
 	sizesMu sync.Mutex
+	// memTotal is the node's memory (nodeMemory).
+	memTotal     uint64
+	memTotalOnce sync.Once
 }
 
 func newStatsCollector(docker libdocker.Client, log *logrus.Entry) *statsCollector {
@@ -318,7 +327,7 @@ func (c *statsCollector) fetch(ctx context.Context, id string, meta *containerMe
 		return nil, nil, nil, ctx.Err()
 	}
 	defer func() { <-c.sem }()
-	if meta == nil {
+	if meta == nil || meta.beforeStart {
 		inspect, err := c.docker.InspectContainer(ctx, id)
 		if err != nil {
 			return nil, nil, nil, err
@@ -339,6 +348,7 @@ func (c *statsCollector) fetch(ctx context.Context, id string, meta *containerMe
 		}
 		if meta.pid > 0 {
 			meta.unifiedDir = c.host.unifiedDir(meta.pid)
+			meta.cgroups, meta.hasCgroups = c.host.containerCgroupsOf(id, meta.pid)
 		}
 		if inspect.HostConfig != nil {
 			meta.hostNetwork = inspect.HostConfig.NetworkMode.IsHost()
@@ -350,13 +360,22 @@ func (c *statsCollector) fetch(ctx context.Context, id string, meta *containerMe
 		}
 	}
 	// The cgroups first (cgroup_stats.go); Docker's stats where they cannot be read.
-	st, direct := c.host.readContainerStats(id, meta.pid, meta.ownNetwork)
+	var st container.StatsResponse
+	direct := false
+	if meta.hasCgroups {
+		st, direct = c.host.readContainerStats(meta.cgroups, meta.pid, meta.ownNetwork, c.nodeMemory())
+	}
 	if !direct {
 		var err error
 		if st, err = c.docker.ContainerStats(ctx, id); err != nil {
 			return nil, nil, nil, err
 		}
+		if !st.Read.IsZero() && meta.pid == 0 {
+			// Inspected before it started: inspect again next time, for its process.
+			meta.beforeStart = true
+		}
 	}
+	st.ID = id
 	sample := sampleFromDocker(st)
 	if sample.running && meta.unifiedDir != "" {
 		// Docker's stats on cgroup v2 have no swap and no I/O operations (cgroups.go).
@@ -382,6 +401,12 @@ func (c *statsCollector) fetch(ctx context.Context, id string, meta *containerMe
 		}
 	}
 	return sample, meta, fsu, nil
+}
+
+// nodeMemory is the node's MemTotal, read once: Docker caps a container's memory limit there.
+func (c *statsCollector) nodeMemory() uint64 {
+	c.memTotalOnce.Do(func() { c.memTotal = c.host.memTotal() })
+	return c.memTotal
 }
 
 // sampleFromDocker converts Docker's stats (cgroup v1 or v2 key names) into a sample.
