@@ -143,7 +143,7 @@ func (f *follower) open() error {
 		return err
 	}
 	f.mu.Lock()
-	f.file, f.w = file, bufio.NewWriterSize(file, 64<<10)
+	f.file, f.w = file, nil // the buffer comes with the first write (write)
 	f.mu.Unlock()
 	return nil
 }
@@ -179,7 +179,7 @@ func (f *follower) reopen() error {
 		return fmt.Errorf("reopen %s: %w", f.path, err)
 	}
 	f.file.Close()
-	f.file, f.w = file, bufio.NewWriterSize(file, 64<<10)
+	f.file, f.w = file, nil
 	// The new file is empty: from now on only the record knows the position, and where the
 	// new file began.
 	f.pos.FileTime, f.pos.FileCount = f.pos.Time, f.pos.Count
@@ -216,7 +216,7 @@ func (f *follower) copyStream(ctx context.Context, follow bool) error {
 		return err
 	}
 	defer stream.Close()
-	r := &messageReader{Reader: bufio.NewReaderSize(stream, 64<<10)}
+	r := &messageReader{Reader: bufio.NewReaderSize(stream, streamBufferSize)}
 	seen := 0 // lines of messages stamped exactly from.Time offered in this pass
 	for {
 		streamName, msg, err := f.next(r)
@@ -242,6 +242,15 @@ func (f *follower) copyStream(ctx context.Context, follow bool) error {
 		f.write(at, streamName, content, r.Buffered() == 0)
 	}
 }
+
+// logBufferSize is the write buffer of a followed log file: flushed at every message end that
+// the stream pauses after, so a chatty container makes few writes.
+const logBufferSize = 64 << 10
+
+// streamBufferSize is the read buffer of a container's log stream from Docker: one message of
+// Docker's (a line part of at most 16 KiB, with its header or stamp) fits; a longer terminal
+// line is gathered across fills. Each followed container holds one while it runs.
+const streamBufferSize = 16<<10 + 64
 
 // messageReader reads a log stream; rest is what a terminal's line held after its first
 // message.
@@ -302,7 +311,12 @@ func (f *follower) write(at time.Time, stream string, content []byte, flush bool
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.w == nil {
-		return
+		if f.file == nil {
+			return // not open
+		}
+		// Allocated on the first write, not at open: a node's many quiet containers (pause
+		// containers have no log at all) hold no 64 KiB buffer each.
+		f.w = bufio.NewWriterSize(f.file, logBufferSize)
 	}
 	stamp := at.UTC().Format(time.RFC3339Nano)
 	for {
