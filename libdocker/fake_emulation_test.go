@@ -1,7 +1,9 @@
 package libdocker
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +17,7 @@ import (
 	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/pkg/stdcopy"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
@@ -311,5 +314,49 @@ func TestPidsAreUnique(t *testing.T) {
 			t.Fatal(err)
 		}
 		add("an exec in "+name, e.Pid)
+	}
+}
+
+// An exec's output comes out of its attach stream multiplexed, as Docker sends it without a
+// TTY: stdout and stderr each in their own frames, and no frame for a stream with no output.
+func TestExecOutputIsMultiplexedByStream(t *testing.T) {
+	ctx := context.Background()
+	f := newTestFake(t)
+	id, err := f.CreateContainer(ctx, "exec", &container.Config{Image: "busybox"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.StartContainer(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []ExecResult{{Stdout: "out\n", Stderr: "err\n"}, {Stdout: "only out"}, {Stderr: "only err"}, {}} {
+		f.SetExecHandler(func(string, []string) ExecResult { return want })
+		execID, err := f.CreateExec(ctx, id, container.ExecOptions{Cmd: []string{"x"}, AttachStdout: true, AttachStderr: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := f.AttachExec(ctx, execID, container.ExecAttachOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Reader)
+		resp.Close()
+		var stdout, stderr strings.Builder
+		if _, err := stdcopy.StdCopy(&stdout, &stderr, bytes.NewReader(raw)); err != nil {
+			t.Fatal(err)
+		}
+		frames := 0
+		for rest := raw; len(rest) >= 8; frames++ {
+			rest = rest[8+int(binary.BigEndian.Uint32(rest[4:8])):]
+		}
+		wantFrames := 0
+		for _, s := range []string{want.Stdout, want.Stderr} {
+			if s != "" {
+				wantFrames++
+			}
+		}
+		if stdout.String() != want.Stdout || stderr.String() != want.Stderr || frames != wantFrames {
+			t.Errorf("exec output %q / %q in %d frames, want %q / %q in %d", stdout.String(), stderr.String(), frames, want.Stdout, want.Stderr, wantFrames)
+		}
 	}
 }
