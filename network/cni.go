@@ -56,6 +56,10 @@ type CNI struct {
 	cni  libcni.CNI
 	log  *logrus.Entry
 
+	// loadMu makes each load's read of the directory and store of its result one step: two
+	// loads at once (the watch's and a caller's) could otherwise store an older read last.
+	loadMu sync.Mutex
+
 	mu       sync.RWMutex
 	current  *loadedNetwork
 	why      string // why current is nil
@@ -109,6 +113,11 @@ func (c *CNI) Close() error {
 	return nil
 }
 
+// beforeFirstWatch runs in watch before the directory's watch is added: tests change the
+// directory there, after New's first read and before the watch, which only the reload after
+// the watch's Add sees.
+var beforeFirstWatch = func() {}
+
 // watch reloads the network when the config directory changes, and every Resync anyway (which
 // also covers a directory that could not be watched, or was removed and made again).
 func (c *CNI) watch() {
@@ -132,6 +141,7 @@ func (c *CNI) watch() {
 			c.reload() // whatever changed before the watch took hold
 		}
 	}
+	beforeFirstWatch()
 	addWatch()
 	ticker := time.NewTicker(c.opts.Resync)
 	defer ticker.Stop()
@@ -168,6 +178,8 @@ func (c *CNI) reload() {
 }
 
 func (c *CNI) load() {
+	c.loadMu.Lock()
+	defer c.loadMu.Unlock()
 	n, why := loadNetwork(c.opts.ConfDir, c.opts.MTU)
 	changed := func() bool {
 		c.mu.Lock()

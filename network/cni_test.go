@@ -232,6 +232,21 @@ func TestCNINotReadyUntilAConfigAppearsThenReadyWithoutRestart(t *testing.T) {
 	eventually(t, "the removed config is dropped", func() bool { return IsNotReady(c.Status()) })
 }
 
+// A config written after New read the directory but before its watch took hold is seen at once,
+// not at the next resync: the watch's start reads the directory again.
+func TestCNIConfigWrittenBeforeTheWatchIsSeen(t *testing.T) {
+	e := newCNIEnv(t)
+	wrote := make(chan struct{})
+	beforeFirstWatch = func() {
+		e.write(t, "10-test.conflist", bridgeConflist("testnet"))
+		close(wrote)
+	}
+	t.Cleanup(func() { beforeFirstWatch = func() {} })
+	c := e.start(t, CNIOptions{Resync: time.Hour})
+	<-wrote
+	eventually(t, "the config written before the watch is used", func() bool { return c.Status() == nil })
+}
+
 func TestCNIConfigDirectoryIsPolledWhenItAppearsLate(t *testing.T) {
 	e := newCNIEnv(t)
 	// The directory cannot be made (its parent is a file): it is polled, not watched.
