@@ -502,3 +502,32 @@ func TestContainerEventsEndOnClose(t *testing.T) {
 }
 
 func containerRemoveOptions() container.RemoveOptions { return container.RemoveOptions{Force: true} }
+
+// A pod removed while Docker could not describe it (its destroy events unsent): the relist
+// after Docker answers again sends the container's deletion before its sandbox's, as it does
+// for deletions it saw itself.
+func TestUnsentDeletionsOfAPodComeContainerFirst(t *testing.T) {
+	t.Parallel() // it waits on clocks: beside the other tests that do, not after them
+	fake := libdocker.NewFake()
+	s := newTestService(t, fake, Options{})
+	t.Cleanup(s.Close)
+	ctx := context.Background()
+	podID, podCfg := runPod(t, s, "vanishing", "")
+	ctr := createContainer(t, s, podID, podCfg, "c")
+	st, _, _ := openEvents(t, s)
+
+	away := errors.New("Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?")
+	fake.InjectPersistentError("InspectContainer", away)
+	fake.InjectPersistentError("ListContainers", away)
+	for _, id := range []string{ctr, podID} {
+		if err := fake.RemoveContainer(ctx, id, containerRemoveOptions()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	noMoreEvents(t, st)
+	fake.InjectPersistentError("InspectContainer", nil)
+	fake.InjectPersistentError("ListContainers", nil)
+	nextEvent(t, st, ctr, runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT)
+	nextEvent(t, st, podID, runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT)
+	noMoreEvents(t, st)
+}
