@@ -597,7 +597,7 @@ func TestResolveInRoot(t *testing.T) {
 }
 
 func TestUnescapeMountPath(t *testing.T) {
-	for in, want := range map[string]string{`/a\040b`: "/a b", `/plain`: "/plain", `/x\134y`: `/x\y`, `/end\04`: `/end\04`} {
+	for in, want := range map[string]string{`/a\040b`: "/a b", `/plain`: "/plain", `/x\134y`: `/x\y`, `/end\04`: `/end\04`, `/trailing\040`: "/trailing "} {
 		if got := unescapeMountPath(in); got != want {
 			t.Errorf("unescapeMountPath(%q) = %q, want %q", in, got, want)
 		}
