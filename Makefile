@@ -148,9 +148,9 @@ release-test: release
 # Mutation testing (not in `make test`): gremlins v0.6.0, built once into
 # /var/cache/cri-dockerd-ci/bin/, makes one wrong change at a time to a package's code and runs
 # that package's unit tests, which must fail. MUTATION_WORKERS (1) mutants at a time; a mutant
-# whose tests run longer than MUTATION_TIMEOUT_COEF times the package's own test run is timed out. Prints, per package,
-# killed / lived / not covered / timed out and the survivors (lived / (killed + lived)); the
-# full reports are in bin/mutation-PKG.log. MUTATION_PKGS picks packages, MUTATION_EXCLUDE adds
+# whose tests run longer than MUTATION_TIMEOUT_COEF times the package's own test run is timed
+# out. Prints, per package, killed / lived / not covered / timed out and the survivors
+# (lived / (killed + lived)); the full reports are in bin/mutation-PKG.log. MUTATION_PKGS picks packages, MUTATION_EXCLUDE adds
 # gremlins -E file regexps (e.g. MUTATION_EXCLUDE='^fake.*\.go$$').
 GREMLINS_VERSION := v0.6.0
 GREMLINS_DIR := /var/cache/cri-dockerd-ci/bin/gremlins-$(GREMLINS_VERSION)
