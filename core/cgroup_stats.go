@@ -21,9 +21,8 @@ import (
 // Docker otherwise (a cri-dockerd that does not see the host's /proc, an unknown layout).
 //
 // The conversion is Docker's (moby daemon/stats_unix.go, read in the source of Docker 20.10,
-// 28.5 and 29.8): on v1, cpuacct.usage, cpuacct.stat's user and system
-// ticks in ns, cpu.stat's throttling, memory.usage_in_bytes, max_usage_in_bytes, failcnt and
-// limit_in_bytes, memory.stat as is, blkio's recursive service bytes and operations (the CFQ
+// 28.5 and 29.8): on v1, cpuacct.usage, cpuacct.stat's user and system ticks in ns, cpu.stat's
+// throttling, memory.usage_in_bytes, max_usage_in_bytes, failcnt and limit_in_bytes, memory.stat as is, blkio's recursive service bytes and operations (the CFQ
 // files, else the throttle ones), pids.current and pids.max ("max" is 0); on v2 cpu.stat in ns,
 // memory.current, memory.max ("max" is the largest uint64), memory.events "oom" as Failcnt,
 // memory.stat as is, io.stat's rbytes and wbytes as "read" and "write" entries, pids.current and
