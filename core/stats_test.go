@@ -461,3 +461,24 @@ func TestListPodSandboxStatsOfSeveralPods(t *testing.T) {
 		}
 	}
 }
+
+// A pod's default interface is eth0 whatever other interfaces it has (a CNI with a second
+// network, a tunnel sorting before it), as the kubelet's summary expects.
+func TestPodsDefaultInterfaceIsEth0AmongOthers(t *testing.T) {
+	fake := libdocker.NewFake()
+	s := newTestService(t, fake, Options{})
+	t.Cleanup(s.Close)
+	podID, _ := runPod(t, s, "nets", "")
+	nets := map[string]container.NetworkStats{"a0": {RxBytes: 1}, "eth0": {RxBytes: 2}, "net1": {RxBytes: 3}}
+	if err := fake.SetStats(podID, container.StatsResponse{Networks: nets}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := s.PodSandboxStats(context.Background(), &runtimeapi.PodSandboxStatsRequest{PodSandboxId: podID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := resp.Stats.GetLinux().GetNetwork()
+	if n.GetDefaultInterface().GetName() != "eth0" || n.GetDefaultInterface().GetRxBytes().GetValue() != 2 || len(n.GetInterfaces()) != 3 {
+		t.Errorf("network %v, want eth0 the default of 3 interfaces", n)
+	}
+}
