@@ -143,6 +143,13 @@ func TestContainerStatsFromCgroupV2AreDockers(t *testing.T) {
 	if st.PidsStats != (container.PidsStats{Current: 3, Limit: math.MaxUint64}) {
 		t.Errorf("pids %+v", st.PidsStats)
 	}
+	// A cgroup with no task left (the container ended) is not read: Docker is asked.
+	if err := os.WriteFile(filepath.Join(h.sys, "fs/cgroup/system.slice/docker-"+statsID+".scope/pids.current"), []byte("0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := h.readContainerStats(cg, 77, false, 0); ok {
+		t.Error("read the stats of a cgroup v2 with no task")
+	}
 }
 
 // Not read, so that Docker is asked: a process in another container's cgroup (a PID reused after

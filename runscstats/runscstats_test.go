@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // fixture writes a procfs with process pid's command line.
@@ -110,5 +111,32 @@ func TestRunCommandSaysWhatTheCommandSaid(t *testing.T) {
 	out, err := runCommand(context.Background(), "sh", "-c", "echo '{}'")
 	if err != nil || strings.TrimSpace(string(out)) != "{}" {
 		t.Errorf("runCommand = %q, %v", out, err)
+	}
+}
+
+// Each runsc call is bounded: by Timeout, or by 5 s when it is not set.
+func TestTasksCallsAreBounded(t *testing.T) {
+	for timeout, want := range map[time.Duration]time.Duration{0: defaultTimeout, 2 * time.Second: 2 * time.Second} {
+		var left time.Duration
+		r := Reader{Proc: fixture(t, "42", "runsc-sandbox", "boot", "c1"), Timeout: timeout, Run: func(ctx context.Context, _ string, _ ...string) ([]byte, error) {
+			if d, ok := ctx.Deadline(); ok {
+				left = time.Until(d)
+			}
+			return []byte(stats), nil
+		}}
+		if _, err := r.Tasks(context.Background(), "runsc", 42, "c1"); err != nil {
+			t.Fatal(err)
+		}
+		if left <= want-time.Second || left > want {
+			t.Errorf("Timeout %v: the call had %v left, want about %v", timeout, left, want)
+		}
+	}
+}
+
+// A sandbox command line with neither --root nor a subcommand (runsc's own default root).
+func TestStateRootOfAnArgumentListWithoutSubcommand(t *testing.T) {
+	r := Reader{Proc: fixture(t, "42", "runsc", "--network=host", "--debug")}
+	if root, err := r.stateRoot(42); err != nil || root != "" {
+		t.Errorf("stateRoot = %q, %v; want the default root", root, err)
 	}
 }
