@@ -8,77 +8,21 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types"
-	"github.com/docker/docker/api/types/container"
 	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc/codes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/cri-dockerd/cri-dockerd/execkill/execkilltest"
 	"github.com/cri-dockerd/cri-dockerd/libdocker"
 )
-
-// sandboxedDocker is the fake Docker of a runtime like gVisor: Docker's exec PID is no process
-// of the container, a host kill (KillExec) only ends Docker's exec (counted here), and an exec
-// of `sh -c SCRIPT sh MARK` kills the execs whose environment holds MARK, as the script does
-// inside the sandbox.
-type sandboxedDocker struct {
-	*libdocker.Fake
-
-	mu        sync.Mutex
-	env       map[string][]string // exec ID -> its Env
-	killers   map[string]string   // exec ID of an exec with a mark argument -> the mark
-	hostKills int
-}
-
-func (d *sandboxedDocker) CreateExec(ctx context.Context, id string, opts container.ExecOptions) (string, error) {
-	execID, err := d.Fake.CreateExec(ctx, id, opts)
-	if err == nil {
-		d.mu.Lock()
-		d.env[execID] = opts.Env
-		if len(opts.Cmd) == 5 && opts.Cmd[0] == "sh" && opts.Cmd[1] == "-c" {
-			d.killers[execID] = opts.Cmd[4]
-		}
-		d.mu.Unlock()
-	}
-	return execID, err
-}
-
-func (d *sandboxedDocker) AttachExec(ctx context.Context, execID string, opts container.ExecAttachOptions) (types.HijackedResponse, error) {
-	d.mu.Lock()
-	var targets []string
-	if mark, ok := d.killers[execID]; ok {
-		for id, env := range d.env {
-			for _, e := range env {
-				if e == mark {
-					targets = append(targets, id)
-				}
-			}
-		}
-	}
-	d.mu.Unlock()
-	for _, id := range targets {
-		if err := d.Fake.KillExec(ctx, id); err != nil {
-			return types.HijackedResponse{}, err
-		}
-	}
-	return d.Fake.AttachExec(ctx, execID, opts)
-}
-
-func (d *sandboxedDocker) KillExec(ctx context.Context, execID string) error {
-	d.mu.Lock()
-	d.hostKills++
-	d.mu.Unlock()
-	return d.Fake.KillExec(ctx, execID)
-}
 
 // newSandboxedService is newTestService on d, with one started container; the container's init
 // process is in the procfs fixture at the given PID namespace levels (1: a runtime's host process,
 // as gVisor's runsc-sandbox; 2: the container's own, as with runc).
-func newSandboxedService(t *testing.T, d *sandboxedDocker, levels int) (*Service, string) {
+func newSandboxedService(t *testing.T, d *execkilltest.SandboxedDocker, levels int) (*Service, string) {
 	t.Helper()
 	logger := logrus.New()
 	logger.SetOutput(io.Discard)
@@ -134,8 +78,8 @@ func newSandboxedService(t *testing.T, d *sandboxedDocker, levels int) (*Service
 	return s, id
 }
 
-func newSandboxedDocker() *sandboxedDocker {
-	return &sandboxedDocker{Fake: libdocker.NewFake(), env: map[string][]string{}, killers: map[string]string{}}
+func newSandboxedDocker() *execkilltest.SandboxedDocker {
+	return execkilltest.NewSandboxedDocker()
 }
 
 func TestExecSyncTimeoutKillsTheProcessInsideASandboxedRuntime(t *testing.T) {
@@ -151,26 +95,26 @@ func TestExecSyncTimeoutKillsTheProcessInsideASandboxedRuntime(t *testing.T) {
 	if n := d.ExecRunning(id); n != 0 {
 		t.Errorf("%d timed-out exec'd processes still run in the sandbox", n)
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.hostKills != 0 {
-		t.Errorf("%d kills of Docker's exec PID, which is no process of a sandboxed container", d.hostKills)
+	d.Mu.Lock()
+	defer d.Mu.Unlock()
+	if d.HostKills != 0 {
+		t.Errorf("%d kills of Docker's exec PID, which is no process of a sandboxed container", d.HostKills)
 	}
 	var marks []string
-	for execID, env := range d.env {
-		if _, killer := d.killers[execID]; !killer {
+	for execID, env := range d.Env {
+		if _, killer := d.Killers[execID]; !killer {
 			marks = append(marks, env...)
 		}
 	}
 	if len(marks) != 1 || !regexp.MustCompile(`^CRI_DOCKERD_EXEC=[0-9a-f]{32}$`).MatchString(marks[0]) {
 		t.Fatalf("the timed-out exec's environment %q, want one CRI_DOCKERD_EXEC mark", marks)
 	}
-	if len(d.killers) != 1 {
-		t.Fatalf("%d kills inside the container, want 1", len(d.killers))
+	if len(d.Killers) != 1 {
+		t.Fatalf("%d kills inside the container, want 1", len(d.Killers))
 	}
-	for execID, mark := range d.killers {
-		if mark != marks[0] || len(d.env[execID]) != 0 {
-			t.Errorf("the kill inside the container looked for %q with environment %q, want %q and none", mark, d.env[execID], marks[0])
+	for execID, mark := range d.Killers {
+		if mark != marks[0] || len(d.Env[execID]) != 0 {
+			t.Errorf("the kill inside the container looked for %q with environment %q, want %q and none", mark, d.Env[execID], marks[0])
 		}
 	}
 }
@@ -187,15 +131,15 @@ func TestExecSyncOnRuncNeitherMarksNorKillsInside(t *testing.T) {
 	if n := d.ExecRunning(id); n != 0 {
 		t.Errorf("%d timed-out exec'd processes still run", n)
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for execID, env := range d.env {
+	d.Mu.Lock()
+	defer d.Mu.Unlock()
+	for execID, env := range d.Env {
 		if len(env) != 0 {
 			t.Errorf("exec %s of a runc container got environment %q", execID, env)
 		}
 	}
-	if d.hostKills != 1 || len(d.killers) != 0 {
-		t.Errorf("%d host kills and %d kills inside, want the host kill alone", d.hostKills, len(d.killers))
+	if d.HostKills != 1 || len(d.Killers) != 0 {
+		t.Errorf("%d host kills and %d kills inside, want the host kill alone", d.HostKills, len(d.Killers))
 	}
 }
 
@@ -211,9 +155,9 @@ func TestExecSyncCancelledWithoutTimeoutKillsInsideASandboxedRuntime(t *testing.
 	if n := d.ExecRunning(id); n != 0 {
 		t.Errorf("%d exec'd processes of a caller that went away still run in the sandbox", n)
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.hostKills != 0 || len(d.killers) != 1 {
-		t.Errorf("%d host kills and %d kills inside, want one kill inside", d.hostKills, len(d.killers))
+	d.Mu.Lock()
+	defer d.Mu.Unlock()
+	if d.HostKills != 0 || len(d.Killers) != 1 {
+		t.Errorf("%d host kills and %d kills inside, want one kill inside", d.HostKills, len(d.Killers))
 	}
 }
