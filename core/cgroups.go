@@ -196,12 +196,7 @@ func (h hostFS) readCgroupMemory(pid int) (cgroupMemory, bool) {
 // readCgroupV2Swap reads memory.swap.current of a cgroup v2 directory: the swap its processes
 // use. Missing without swap accounting.
 func readCgroupV2Swap(dir string) (uint64, bool) {
-	raw, err := os.ReadFile(filepath.Join(dir, "memory.swap.current"))
-	if err != nil {
-		return 0, false
-	}
-	v, err := strconv.ParseUint(strings.TrimSpace(string(raw)), 10, 64)
-	return v, err == nil
+	return readUint(filepath.Join(dir, "memory.swap.current"))
 }
 
 // ioStat is one device's line of a cgroup v2 io.stat.
