@@ -19,6 +19,8 @@ func FuzzValidateConfig(f *testing.F) {
 	f.Add("p", "kube-system", "", uint32(7), "c", "io.cri-dockerd.x", "", "", int32(1), int32(0), int32(1), int32(2), "", "")
 	f.Add("a_b", "ns", "u", uint32(4294967295), "c", "annotation.k", "v", "UPPER", int32(0), int32(70000), int32(9), int32(-1), "1Ei", "i")
 	f.Add(".x", "ns", "u/v", uint32(1), "", "io.kubernetes.sandbox.id", "x", strings.Repeat("a", 65), int32(65535), int32(65535), int32(3), int32(1), "4095", "img")
+	// The input a CI fuzz run found: resource.ParseQuantity took over 10 s on it (quantity.Parse).
+	f.Add("p", "ns", "u", uint32(0), "c", "k", "v", "h", int32(80), int32(0), int32(0), int32(0), "1e-99999999", "i")
 	f.Fuzz(func(t *testing.T, name, namespace, uid string, attempt uint32, cname, labelKey, labelValue, hostname string,
 		containerPort, hostPort, protocol, nsMode int32, shm, image string) {
 		sandbox := &runtimeapi.PodSandboxConfig{

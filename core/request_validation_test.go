@@ -57,6 +57,9 @@ func TestRunPodSandboxRefusesBadSettingsBeforeCreatingAnything(t *testing.T) {
 			c.PortMappings = []*runtimeapi.PortMapping{{Protocol: 99, ContainerPort: 80, HostPort: 8080}}
 		}},
 		{"shm-size 1Ei", "node's memory", func(c *runtimeapi.PodSandboxConfig) { c.Annotations[shmSizeAnnotation] = "1Ei" }},
+		{"shm-size 1e100", "node's memory", func(c *runtimeapi.PodSandboxConfig) { c.Annotations[shmSizeAnnotation] = "1e100" }},
+		// resource.ParseQuantity would take most of a minute over this one.
+		{"shm-size 1e-99999999", "exponent", func(c *runtimeapi.PodSandboxConfig) { c.Annotations[shmSizeAnnotation] = "1e-99999999" }},
 		{"CRI-O shm-size 1Ei", "node's memory", func(c *runtimeapi.PodSandboxConfig) { c.Annotations[crioShmSizeAnnotation] = "1Ei" }},
 	} {
 		fake := libdocker.NewFake()

@@ -3,6 +3,8 @@ package core
 import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-dockerd/cri-dockerd/quantity"
 )
 
 // Pod annotations that size the pod's /dev/shm. CRI has no field for it; Docker gives every
@@ -21,14 +23,18 @@ func sandboxShmSize(cfg *runtimeapi.PodSandboxConfig) (int64, error) {
 		if !set {
 			continue
 		}
-		q, err := resource.ParseQuantity(value)
-		if err != nil || q.Sign() <= 0 || q.Value() < 4096 {
-			return 0, invalidf("pod annotation %s=%q: want a size of at least 4Ki, such as 128Mi or 1Gi", key, value)
+		q, err := quantity.Parse(value)
+		if err != nil {
+			return 0, invalidf("pod annotation %s=%q: %v; want a size such as 128Mi or 1Gi", key, value, err)
 		}
 		// A tmpfs cannot hold more than the node's RAM and swap (its pages are the pod's memory),
 		// so a larger size is a mistake (1Ei for 1Gi), never a need; Docker would take it.
-		if limit := maxShmSize(); q.Value() > limit {
+		// (Compared as quantities: Value() of one past int64, 1e100, is not the number.)
+		if limit := maxShmSize(); q.Cmp(*resource.NewQuantity(limit, resource.BinarySI)) > 0 {
 			return 0, invalidf("pod annotation %s=%q: larger than the node's memory and swap (%d bytes)", key, value, limit)
+		}
+		if q.Value() < 4096 {
+			return 0, invalidf("pod annotation %s=%q: want a size of at least 4Ki, such as 128Mi or 1Gi", key, value)
 		}
 		return q.Value(), nil
 	}

@@ -5,6 +5,8 @@ import (
 	"math"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/cri-dockerd/cri-dockerd/quantity"
 )
 
 // The pod annotations that limit a pod's traffic, as the kubelet's bandwidth shaping reads them.
@@ -42,7 +44,7 @@ func BandwidthFromAnnotations(annotations map[string]string) (*Bandwidth, error)
 		if !ok {
 			continue
 		}
-		q, err := resource.ParseQuantity(value)
+		q, err := quantity.Parse(value)
 		if err != nil {
 			return nil, fmt.Errorf("annotation %s=%q: %v", a.key, value, err)
 		}

@@ -445,6 +445,9 @@ func TestBandwidthFromAnnotations(t *testing.T) {
 		{annotations: map[string]string{IngressBandwidthAnnotation: "fast"}, err: "kubernetes.io/ingress-bandwidth"},
 		{annotations: map[string]string{EgressBandwidthAnnotation: "10"}, err: "within 1k and 1P"},
 		{annotations: map[string]string{EgressBandwidthAnnotation: "2P"}, err: "within 1k and 1P"},
+		{annotations: map[string]string{EgressBandwidthAnnotation: "1e100"}, err: "within 1k and 1P"},
+		// resource.ParseQuantity would take most of a minute over this one.
+		{annotations: map[string]string{IngressBandwidthAnnotation: "1e-99999999"}, err: "exponent"},
 	} {
 		got, err := BandwidthFromAnnotations(tc.annotations)
 		if tc.err != "" {
