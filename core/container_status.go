@@ -3,12 +3,14 @@ package core
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-dockerd/cri-dockerd/libdocker"
@@ -191,9 +193,36 @@ func criMounts(mounts []container.MountPoint) []*runtimeapi.Mount {
 }
 
 // ListContainers lists containers from one Docker list call, filtered by id (prefix), pod
-// sandbox, state and labels.
+// sandbox, state and labels. While the store answers lists, the whole list is built once per
+// change and filtered (list_cache.go).
 func (s *Service) ListContainers(ctx context.Context, req *runtimeapi.ListContainersRequest) (*runtimeapi.ListContainersResponse, error) {
 	f := req.GetFilter()
+	key, ok := s.listKey()
+	if !ok {
+		return s.listContainers(ctx, f)
+	}
+	all, err := s.containerList.Get(key, func() (*runtimeapi.ListContainersResponse, error) { return s.listContainers(ctx, nil) })
+	if err != nil || f == nil || proto.Equal(f, &runtimeapi.ContainerFilter{}) {
+		return all, err
+	}
+	out := make([]*runtimeapi.Container, 0, len(all.Containers))
+	for _, c := range all.Containers {
+		if containerMatches(c, f) {
+			out = append(out, c)
+		}
+	}
+	return &runtimeapi.ListContainersResponse{Containers: out}, nil
+}
+
+// containerMatches reports whether c passes filter f.
+func containerMatches(c *runtimeapi.Container, f *runtimeapi.ContainerFilter) bool {
+	return strings.HasPrefix(c.Id, f.GetId()) &&
+		(f.GetPodSandboxId() == "" || c.PodSandboxId == f.GetPodSandboxId()) &&
+		(f.GetState() == nil || f.GetState().State == c.State) &&
+		matchesSelector(c.Labels, f.GetLabelSelector())
+}
+
+func (s *Service) listContainers(ctx context.Context, f *runtimeapi.ContainerFilter) (*runtimeapi.ListContainersResponse, error) {
 	list, err := s.listCRIContainers(ctx, f.GetId(), f.GetPodSandboxId(), f.GetLabelSelector())
 	if err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 
 	"github.com/cri-dockerd/cri-dockerd/network"
 )
@@ -38,6 +39,9 @@ type sandboxCheckpoint struct {
 // file, fsync, rename, fsync of the directory): a reader sees the old file or the new one.
 type checkpointStore struct {
 	dir string
+	// writes counts puts and removes, once before the file changes and once after: a list
+	// built from the directory can be given again while it stays the same (listcache).
+	writes atomic.Uint64
 }
 
 func newCheckpointStore(dir string) (*checkpointStore, error) {
@@ -66,6 +70,8 @@ func (s *checkpointStore) put(cp *sandboxCheckpoint) error {
 	if err != nil {
 		return err
 	}
+	s.writes.Add(1)
+	defer s.writes.Add(1)
 	if err := writeFileAtomic(s.path(cp.SandboxID), data); err != nil {
 		return fmt.Errorf("checkpoint of sandbox %s: %w", cp.SandboxID, err)
 	}
@@ -160,6 +166,8 @@ func (s *checkpointStore) remove(id string) error {
 	if !validCheckpointID(id) {
 		return nil
 	}
+	s.writes.Add(1)
+	defer s.writes.Add(1)
 	if err := os.Remove(s.path(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("remove checkpoint of sandbox %s: %w", id, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-dockerd/cri-dockerd/libdocker"
@@ -156,20 +157,42 @@ func parseDockerTime(value string) int64 {
 
 // ListPodSandbox lists sandboxes from one Docker list call, filtered by id (prefix), state and
 // labels. Sandboxes whose container is gone but whose containers or checkpoint are left are
-// listed NOTREADY (sandbox_gone.go).
+// listed NOTREADY (sandbox_gone.go). While the store answers lists, the whole list is built
+// once per change and filtered (list_cache.go).
 func (s *Service) ListPodSandbox(ctx context.Context, req *runtimeapi.ListPodSandboxRequest) (*runtimeapi.ListPodSandboxResponse, error) {
 	f := req.GetFilter()
+	key, ok := s.listKey()
+	if !ok {
+		return s.listPodSandbox(ctx, f)
+	}
+	all, err := s.sandboxList.Get(key, func() (*runtimeapi.ListPodSandboxResponse, error) { return s.listPodSandbox(ctx, nil) })
+	if err != nil || f == nil || proto.Equal(f, &runtimeapi.PodSandboxFilter{}) {
+		return all, err
+	}
+	out := make([]*runtimeapi.PodSandbox, 0, len(all.Items))
+	for _, sb := range all.Items {
+		if sandboxMatches(sb, f) {
+			out = append(out, sb)
+		}
+	}
+	return &runtimeapi.ListPodSandboxResponse{Items: out}, nil
+}
+
+// sandboxMatches reports whether sb passes filter f.
+func sandboxMatches(sb *runtimeapi.PodSandbox, f *runtimeapi.PodSandboxFilter) bool {
+	return strings.HasPrefix(sb.Id, f.GetId()) &&
+		(f.GetState() == nil || f.GetState().State == sb.State) &&
+		matchesSelector(sb.Labels, f.GetLabelSelector())
+}
+
+func (s *Service) listPodSandbox(ctx context.Context, f *runtimeapi.PodSandboxFilter) (*runtimeapi.ListPodSandboxResponse, error) {
 	// Known before the list: what Docker does not list then is gone, not being created.
 	known := s.sandboxes.ids()
 	all, err := s.listAllOurs(ctx)
 	if err != nil {
 		return nil, dockerError(err, "list pod sandboxes")
 	}
-	keep := func(sb *runtimeapi.PodSandbox) bool {
-		return strings.HasPrefix(sb.Id, f.GetId()) &&
-			(f.GetState() == nil || f.GetState().State == sb.State) &&
-			matchesSelector(sb.Labels, f.GetLabelSelector())
-	}
+	keep := func(sb *runtimeapi.PodSandbox) bool { return sandboxMatches(sb, f) }
 	present := map[string]bool{}
 	out := make([]*runtimeapi.PodSandbox, 0, len(all))
 	for _, c := range all {

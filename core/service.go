@@ -15,6 +15,7 @@ import (
 
 	"github.com/cri-dockerd/cri-dockerd/containerlog"
 	"github.com/cri-dockerd/cri-dockerd/libdocker"
+	"github.com/cri-dockerd/cri-dockerd/listcache"
 	"github.com/cri-dockerd/cri-dockerd/network"
 )
 
@@ -106,6 +107,10 @@ type Service struct {
 	// imageVolumes knows which containers mount which images (image_volume.go); rebuilt from
 	// container labels at start.
 	imageVolumes *imageVolumes
+	// sandboxList and containerList are the whole lists last built, given again while nothing
+	// they are made of changed (list_cache.go). Never changed once built: callers share them.
+	sandboxList   listcache.Cache[*runtimeapi.ListPodSandboxResponse]
+	containerList listcache.Cache[*runtimeapi.ListContainersResponse]
 	// adoptions is the state of adopting upstream cri-dockerd's sandboxes (sandbox_adopt.go).
 	adoptions adoption
 	// logDirectoryExists replaces the check of a pod's log directory in unit tests, whose

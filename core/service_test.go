@@ -22,7 +22,13 @@ const (
 )
 
 // newTestService builds a Service on a fake Docker that has the pause and busybox images.
-func newTestService(t *testing.T, fake *libdocker.Fake, opts Options) *Service {
+func newTestService(t testing.TB, fake *libdocker.Fake, opts Options) *Service {
+	t.Helper()
+	return newTestServiceOn(t, fake, fake, opts)
+}
+
+// newTestServiceOn is newTestService whose Docker client is docker in front of fake (a store).
+func newTestServiceOn(t testing.TB, fake *libdocker.Fake, docker libdocker.Client, opts Options) *Service {
 	t.Helper()
 	if opts.PodInfraImage == "" {
 		opts.PodInfraImage = testPauseImage
@@ -39,7 +45,7 @@ func newTestService(t *testing.T, fake *libdocker.Fake, opts Options) *Service {
 		fake.AddImage(libdocker.FakeImage("", "", testPauseImage))
 		fake.AddImage(libdocker.FakeImage("", "", testImage))
 	}
-	s, err := New(context.Background(), fake, opts)
+	s, err := New(context.Background(), docker, opts)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -97,7 +103,7 @@ func containerConfig(name string) *runtimeapi.ContainerConfig {
 	}
 }
 
-func runPod(t *testing.T, s *Service, name, handler string) (string, *runtimeapi.PodSandboxConfig) {
+func runPod(t testing.TB, s *Service, name, handler string) (string, *runtimeapi.PodSandboxConfig) {
 	t.Helper()
 	cfg := sandboxConfig(name)
 	resp, err := s.RunPodSandbox(context.Background(), &runtimeapi.RunPodSandboxRequest{Config: cfg, RuntimeHandler: handler})
@@ -107,7 +113,7 @@ func runPod(t *testing.T, s *Service, name, handler string) (string, *runtimeapi
 	return resp.PodSandboxId, cfg
 }
 
-func createContainer(t *testing.T, s *Service, podID string, podCfg *runtimeapi.PodSandboxConfig, name string) string {
+func createContainer(t testing.TB, s *Service, podID string, podCfg *runtimeapi.PodSandboxConfig, name string) string {
 	t.Helper()
 	resp, err := s.CreateContainer(context.Background(), &runtimeapi.CreateContainerRequest{PodSandboxId: podID, Config: containerConfig(name), SandboxConfig: podCfg})
 	if err != nil {

@@ -62,6 +62,9 @@ type Store struct {
 	started atomic.Bool
 	// Counters for tests and metrics.
 	hits, misses atomic.Int64
+	// listGen counts the changes of what ListContainers answers: an entry's list item, the set
+	// of entries, synced. Changed under mu, after the change.
+	listGen atomic.Uint64
 }
 
 // entry is one container as Docker last described it: the inspect (never changed: each reader
@@ -326,6 +329,7 @@ func (s *Store) resync(ctx context.Context) error {
 		}
 	}
 	s.synced = true
+	s.listGen.Add(1)
 	s.mu.Unlock()
 	s.images.clear()
 	return nil
@@ -334,7 +338,17 @@ func (s *Store) resync(ctx context.Context) error {
 func (s *Store) setSynced(v bool) {
 	s.mu.Lock()
 	s.synced = v
+	s.listGen.Add(1)
 	s.mu.Unlock()
+}
+
+// ListGeneration is a number that changes whenever ListContainers could answer differently,
+// and whether lists are answered from memory. What a caller builds from a list may be used
+// again while the number stays the same; when lists are not from memory, never.
+func (s *Store) ListGeneration() (uint64, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.listGen.Load(), s.synced
 }
 
 // Refresh inspects container id again and stores what Docker says: the new state, or its
@@ -363,9 +377,7 @@ func (s *Store) refreshWithin(ctx context.Context, id string, timeout time.Durat
 	defer cancel()
 	c, err := s.Client.InspectContainer(ctx, id)
 	if libdocker.IsNotFound(err) {
-		s.mu.Lock()
-		delete(s.entries, id)
-		s.mu.Unlock()
+		s.remove(id)
 		return nil
 	}
 	if err != nil {
@@ -376,18 +388,37 @@ func (s *Store) refreshWithin(ctx context.Context, id string, timeout time.Durat
 	}
 	e := &entry{inspect: c, summary: summaryOf(c)}
 	s.mu.Lock()
+	if old, ok := s.entries[c.ID]; !ok || !sameSummary(old.summary, e.summary) {
+		s.listGen.Add(1)
+	}
 	s.entries[c.ID] = e
 	s.mu.Unlock()
 	return nil
+}
+
+// remove drops the entry of id, if any.
+func (s *Store) remove(id string) {
+	s.mu.Lock()
+	if _, ok := s.entries[id]; ok {
+		delete(s.entries, id)
+		s.listGen.Add(1)
+	}
+	s.mu.Unlock()
+}
+
+// sameSummary reports whether two list items of one container are equal (an inspect after an
+// event that changed nothing a list shows leaves the list generation as it was).
+func sameSummary(a, b container.Summary) bool {
+	return a.ID == b.ID && a.Image == b.Image && a.ImageID == b.ImageID && a.Created == b.Created &&
+		a.State == b.State && a.HostConfig.NetworkMode == b.HostConfig.NetworkMode &&
+		slices.Equal(a.Names, b.Names) && maps.Equal(a.Labels, b.Labels)
 }
 
 // forget drops container id (removed by our own call).
 func (s *Store) forget(id string) {
 	unlock := s.refreshing.lock(id)
 	defer unlock()
-	s.mu.Lock()
-	delete(s.entries, id)
-	s.mu.Unlock()
+	s.remove(id)
 }
 
 // copyInspect copies what a reader could change of an inspect: its top-level parts, their maps
@@ -659,6 +690,7 @@ func (s *Store) unsync(err error) {
 	s.mu.Lock()
 	was := s.synced
 	s.synced = false
+	s.listGen.Add(1)
 	s.mu.Unlock()
 	if was {
 		s.log.Warnf("reads go to Docker until the next relist: %v", err)

@@ -332,3 +332,61 @@ func TestRemovalByPrefix(t *testing.T) {
 		t.Errorf("after removal by prefix: %s, %d tracked", st, s.Len())
 	}
 }
+
+// The list generation moves with every change a list shows (a new container, a state, a
+// removal, behind our back too, and a sync lost) and with nothing else: an inspect after an
+// event that changed no list item, a refresh, leaves it.
+func TestListGenerationMovesWithWhatListsShow(t *testing.T) {
+	fake := newFake()
+	s := started(t, fake)
+	ctx := context.Background()
+	gen := func() uint64 {
+		g, synced := s.ListGeneration()
+		if !synced {
+			t.Fatal("ListGeneration: not synced")
+		}
+		return g
+	}
+	moves := func(what string, change func()) {
+		t.Helper()
+		before := gen()
+		change()
+		eventually(t, what+" moving the list generation", func() bool { return gen() != before })
+	}
+	var id string
+	moves("a create", func() { id = create(t, s, "a", "container") })
+	moves("a start", func() {
+		if err := s.StartContainer(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	})
+	moves("an exit behind our back", func() {
+		if err := fake.ExitContainer(id, 1); err != nil {
+			t.Fatal(err)
+		}
+	})
+	still := gen()
+	if err := s.Refresh(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.UpdateContainer(ctx, id, container.UpdateConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	if g := gen(); g != still {
+		t.Errorf("list generation %d after inspects that changed no list item, want %d", g, still)
+	}
+	moves("a removal behind our back", func() {
+		if err := fake.RemoveContainer(ctx, id, container.RemoveOptions{Force: true}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	before := gen()
+	fake.InjectPersistentError("Events", errors.New("unexpected EOF"))
+	fake.BreakEvents(errors.New("unexpected EOF"))
+	eventually(t, "unsynced", func() bool { return !s.Synced() })
+	if g, synced := s.ListGeneration(); synced || g == before {
+		t.Errorf("after the stream broke: generation %d (was %d), synced %v", g, before, synced)
+	}
+	fake.InjectPersistentError("Events", nil)
+	eventually(t, "synced again", s.Synced)
+}
