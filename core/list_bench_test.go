@@ -42,7 +42,7 @@ func BenchmarkKubeletRelist(b *testing.B) {
 				cc.Labels = map[string]string{"io.kubernetes.container.name": "app", "io.kubernetes.pod.name": name,
 					"io.kubernetes.pod.namespace": "ns", "io.kubernetes.pod.uid": cfg.Metadata.Uid}
 				cc.Annotations = map[string]string{"io.kubernetes.container.hash": "8f2c1a7e", "io.kubernetes.container.restartCount": "0",
-					"io.kubernetes.container.terminationMessagePath": "/dev/termination-log",
+					"io.kubernetes.container.terminationMessagePath":   "/dev/termination-log",
 					"io.kubernetes.container.terminationMessagePolicy": "File", "io.kubernetes.pod.terminationGracePeriod": "30"}
 				c, err := s.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: resp.PodSandboxId, Config: cc, SandboxConfig: cfg})
 				if err != nil {

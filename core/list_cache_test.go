@@ -63,7 +63,9 @@ func listsDiffer(t *testing.T, s *Service, pod string) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		byID := func(l []*runtimeapi.Container) func(i, j int) bool { return func(i, j int) bool { return l[i].Id < l[j].Id } }
+		byID := func(l []*runtimeapi.Container) func(i, j int) bool {
+			return func(i, j int) bool { return l[i].Id < l[j].Id }
+		}
 		a, b := append([]*runtimeapi.Container(nil), kept.Containers...), fresh.Containers
 		sort.Slice(a, byID(a))
 		sort.Slice(b, byID(b))
@@ -81,7 +83,9 @@ func listsDiffer(t *testing.T, s *Service, pod string) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		byID := func(l []*runtimeapi.PodSandbox) func(i, j int) bool { return func(i, j int) bool { return l[i].Id < l[j].Id } }
+		byID := func(l []*runtimeapi.PodSandbox) func(i, j int) bool {
+			return func(i, j int) bool { return l[i].Id < l[j].Id }
+		}
 		a, b := append([]*runtimeapi.PodSandbox(nil), kept.Items...), fresh.Items
 		sort.Slice(a, byID(a))
 		sort.Slice(b, byID(b))
