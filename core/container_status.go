@@ -201,7 +201,13 @@ func (s *Service) ListContainers(ctx context.Context, req *runtimeapi.ListContai
 	if !ok {
 		return s.listContainers(ctx, f)
 	}
-	all, err := s.containerList.Get(key, func() (*runtimeapi.ListContainersResponse, error) { return s.listContainers(ctx, nil) })
+	all, err := s.containerList.Get(key, func() (*runtimeapi.ListContainersResponse, error) {
+		all, err := s.listContainers(ctx, nil)
+		if err == nil {
+			s.keepReply(all)
+		}
+		return all, err
+	})
 	if err != nil || f == nil || proto.Equal(f, &runtimeapi.ContainerFilter{}) {
 		return all, err
 	}

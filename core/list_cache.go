@@ -1,6 +1,10 @@
 package core
 
-import "github.com/cri-dockerd/cri-dockerd/listcache"
+import (
+	"google.golang.org/protobuf/proto"
+
+	"github.com/cri-dockerd/cri-dockerd/listcache"
+)
 
 // listGenerations is what the container store (package store) tells of its lists.
 type listGenerations interface {
@@ -25,4 +29,12 @@ func (s *Service) listKey() (listcache.Key, bool) {
 		writes = s.checkpoints.writes.Load()
 	}
 	return listcache.Key{gen, writes}, true
+}
+
+// keepReply passes a whole list just built, which is given again unchanged until the next
+// change, to Options.KeepReply (the gRPC codec then encodes it once, package replycodec).
+func (s *Service) keepReply(m proto.Message) {
+	if s.opts.KeepReply != nil {
+		s.opts.KeepReply(m)
+	}
 }

@@ -103,6 +103,8 @@ func listsDiffer(t *testing.T, s *Service, pod string) string {
 func TestKeptListsAreWhatFreshListsSay(t *testing.T) {
 	fake := libdocker.NewFake()
 	s, st := newStoreService(t, fake)
+	kept := map[string]proto.Message{}
+	s.opts.KeepReply = func(m proto.Message) { kept[string(m.ProtoReflect().Descriptor().Name())] = m }
 	ctx := context.Background()
 	var pod, other, app, second string
 	ok := func(_ any, err error) {
@@ -162,6 +164,9 @@ func TestKeptListsAreWhatFreshListsSay(t *testing.T) {
 	sandboxesAgain, _ := s.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
 	if first != again || sandboxes != sandboxesAgain {
 		t.Error("two relists with nothing changed in between were built twice, want the kept answer")
+	}
+	if kept["ListContainersResponse"] != first || kept["ListPodSandboxResponse"] != sandboxes {
+		t.Error("the kept answers were not given to KeepReply (the codec would encode them each time)")
 	}
 	ok(s.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: pod}))
 	if after, _ := s.ListContainers(ctx, &runtimeapi.ListContainersRequest{}); after == first || len(after.Containers) != 0 {

@@ -165,7 +165,13 @@ func (s *Service) ListPodSandbox(ctx context.Context, req *runtimeapi.ListPodSan
 	if !ok {
 		return s.listPodSandbox(ctx, f)
 	}
-	all, err := s.sandboxList.Get(key, func() (*runtimeapi.ListPodSandboxResponse, error) { return s.listPodSandbox(ctx, nil) })
+	all, err := s.sandboxList.Get(key, func() (*runtimeapi.ListPodSandboxResponse, error) {
+		all, err := s.listPodSandbox(ctx, nil)
+		if err == nil {
+			s.keepReply(all)
+		}
+		return all, err
+	})
 	if err != nil || f == nil || proto.Equal(f, &runtimeapi.PodSandboxFilter{}) {
 		return all, err
 	}

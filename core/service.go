@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-dockerd/cri-dockerd/containerlog"
@@ -59,6 +60,9 @@ type Options struct {
 	Streaming StreamingServer
 	// Logger defaults to logrus' standard logger.
 	Logger *logrus.Logger
+	// KeepReply, when set, is told of each whole list that ListPodSandbox or ListContainers
+	// built and will reply unchanged until the next change (replycodec.Codec.Keep).
+	KeepReply func(proto.Message)
 
 	// imageVolumeMounter replaces mount(2) for image volumes in tests.
 	imageVolumeMounter layerMounter

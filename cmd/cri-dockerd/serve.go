@@ -27,6 +27,7 @@ import (
 	"github.com/cri-dockerd/cri-dockerd/libdocker"
 	"github.com/cri-dockerd/cri-dockerd/metrics"
 	"github.com/cri-dockerd/cri-dockerd/network"
+	"github.com/cri-dockerd/cri-dockerd/replycodec"
 	"github.com/cri-dockerd/cri-dockerd/runtimecgroups"
 	"github.com/cri-dockerd/cri-dockerd/store"
 	"github.com/cri-dockerd/cri-dockerd/streaming"
@@ -90,6 +91,8 @@ func serve(ctx context.Context, cfg *config.Config) error {
 		return err
 	}
 	defer netPlugin.Close()
+	// The kubelet's relist of a quiet node is the same reply each second: encoded once.
+	replies := replycodec.New()
 	svc, err = core.New(startCtx, docker, core.Options{
 		PodInfraImage:                cfg.PodInfraContainerImage,
 		ImagePullProgressDeadline:    cfg.ImagePullProgressDeadline,
@@ -103,6 +106,7 @@ func serve(ctx context.Context, cfg *config.Config) error {
 		HairpinVeth:                  cfg.HairpinMode != config.HairpinNone && cfg.NetworkPlugin != network.CNIPluginName,
 		Streaming:                    streams,
 		Logger:                       logger,
+		KeepReply:                    replies.Keep,
 	})
 	if err != nil {
 		return err
@@ -137,7 +141,7 @@ func serve(ctx context.Context, cfg *config.Config) error {
 		}()
 		log.WithField("address", addr.String()).Info("metrics and pprof listening")
 	}
-	server := grpc.NewServer(
+	server := grpc.NewServer(grpc.ForceServerCodecV2(replies),
 		grpc.MaxRecvMsgSize(maxMsgSize), grpc.MaxSendMsgSize(maxMsgSize),
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
