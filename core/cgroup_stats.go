@@ -64,14 +64,19 @@ func (h hostFS) containerCgroupsOf(id string, pid int) (containerCgroups, bool) 
 // of process pid's network namespace when ownNetwork; memTotal caps the memory limit (0: no
 // cap). ok is false when a file Docker's stats need is missing, or the cgroup holds no task (the
 // container ended; its cgroup may linger a moment): Docker is asked then.
-func (h hostFS) readContainerStats(cg containerCgroups, pid int, ownNetwork bool, memTotal uint64) (container.StatsResponse, bool) {
+//
+// Without forMetrics, only what the CRI stats report is read (CPU usage, memory usage, limit
+// and memory.stat, the task count): 5 files of v1's 14. The kubelet asks for every container's
+// stats every 10 s; the CRI metrics (user and system CPU, throttling, failcnt, peak usage,
+// block I/O, the pids limit) are asked for by few nodes.
+func (h hostFS) readContainerStats(cg containerCgroups, pid int, ownNetwork bool, memTotal uint64, forMetrics bool) (container.StatsResponse, bool) {
 	var st container.StatsResponse
 	st.Read = time.Now()
 	var ok bool
 	if cg.version == 2 {
-		ok = readStatsV2(cg.dirs[""], &st)
+		ok = readStatsV2(cg.dirs[""], &st, forMetrics)
 	} else {
-		ok = readStatsV1(cg.dirs, &st)
+		ok = readStatsV1(cg.dirs, &st, forMetrics)
 	}
 	if !ok {
 		return container.StatsResponse{}, false
@@ -95,7 +100,7 @@ func ofContainer(dir, id string) bool {
 
 // readStatsV1 and readStatsV2 fill st from a container's cgroup files; false when one Docker's
 // stats need is missing or no task is left in the cgroup.
-func readStatsV1(dirs map[string]string, st *container.StatsResponse) bool {
+func readStatsV1(dirs map[string]string, st *container.StatsResponse, forMetrics bool) bool {
 	cpuacct, mem, pids := dirs["cpuacct"], dirs["memory"], dirs["pids"]
 	total, ok := readUint(filepath.Join(cpuacct, "cpuacct.usage"))
 	if !ok {
@@ -103,28 +108,31 @@ func readStatsV1(dirs map[string]string, st *container.StatsResponse) bool {
 	}
 	cpu := &st.CPUStats
 	cpu.CPUUsage.TotalUsage = total
-	ticks := readKeyValues(filepath.Join(cpuacct, "cpuacct.stat"))
-	cpu.CPUUsage.UsageInUsermode = ticks["user"] * (uint64(time.Second) / userHZ)
-	cpu.CPUUsage.UsageInKernelmode = ticks["system"] * (uint64(time.Second) / userHZ)
-	if dir := dirs["cpu"]; dir != "" {
-		th := readKeyValues(filepath.Join(dir, "cpu.stat"))
-		cpu.ThrottlingData = container.ThrottlingData{Periods: th["nr_periods"], ThrottledPeriods: th["nr_throttled"], ThrottledTime: th["throttled_time"]}
+	if forMetrics {
+		ticks := readKeyValues(filepath.Join(cpuacct, "cpuacct.stat"))
+		cpu.CPUUsage.UsageInUsermode = ticks["user"] * (uint64(time.Second) / userHZ)
+		cpu.CPUUsage.UsageInKernelmode = ticks["system"] * (uint64(time.Second) / userHZ)
+		if dir := dirs["cpu"]; dir != "" {
+			th := readKeyValues(filepath.Join(dir, "cpu.stat"))
+			cpu.ThrottlingData = container.ThrottlingData{Periods: th["nr_periods"], ThrottledPeriods: th["nr_throttled"], ThrottledTime: th["throttled_time"]}
+		}
 	}
 
 	m := &st.MemoryStats
 	if m.Usage, ok = readUint(filepath.Join(mem, "memory.usage_in_bytes")); !ok {
 		return false
 	}
-	m.MaxUsage, _ = readUint(filepath.Join(mem, "memory.max_usage_in_bytes"))
-	m.Failcnt, _ = readUint(filepath.Join(mem, "memory.failcnt"))
 	m.Limit, _ = readUint(filepath.Join(mem, "memory.limit_in_bytes"))
 	if m.Stats = readKeyValues(filepath.Join(mem, "memory.stat")); m.Stats == nil {
 		return false
 	}
-
-	if dir := dirs["blkio"]; dir != "" {
-		st.BlkioStats.IoServiceBytesRecursive = readBlkio(dir, "io_service_bytes_recursive")
-		st.BlkioStats.IoServicedRecursive = readBlkio(dir, "io_serviced_recursive")
+	if forMetrics {
+		m.MaxUsage, _ = readUint(filepath.Join(mem, "memory.max_usage_in_bytes"))
+		m.Failcnt, _ = readUint(filepath.Join(mem, "memory.failcnt"))
+		if dir := dirs["blkio"]; dir != "" {
+			st.BlkioStats.IoServiceBytesRecursive = readBlkio(dir, "io_service_bytes_recursive")
+			st.BlkioStats.IoServicedRecursive = readBlkio(dir, "io_serviced_recursive")
+		}
 	}
 	if pids == "" {
 		// No pids controller: Docker reports no pids; the tasks tell whether it still runs.
@@ -132,7 +140,9 @@ func readStatsV1(dirs map[string]string, st *container.StatsResponse) bool {
 		return err == nil && len(bytes.TrimSpace(tasks)) > 0
 	}
 	st.PidsStats.Current, _ = readUint(filepath.Join(pids, "pids.current"))
-	st.PidsStats.Limit, _ = readUint(filepath.Join(pids, "pids.max")) // "max": 0
+	if forMetrics {
+		st.PidsStats.Limit, _ = readUint(filepath.Join(pids, "pids.max")) // "max": 0
+	}
 	return st.PidsStats.Current > 0
 }
 
@@ -169,7 +179,7 @@ func readBlkio(dir, name string) []container.BlkioStatEntry {
 	return []container.BlkioStatEntry{}
 }
 
-func readStatsV2(dir string, st *container.StatsResponse) bool {
+func readStatsV2(dir string, st *container.StatsResponse, forMetrics bool) bool {
 	cs := readKeyValues(filepath.Join(dir, "cpu.stat"))
 	if _, ok := cs["usage_usec"]; !ok {
 		return false
@@ -187,21 +197,22 @@ func readStatsV2(dir string, st *container.StatsResponse) bool {
 		return false
 	}
 	m.Limit = readMax(filepath.Join(dir, "memory.max"))
-	m.Failcnt = readKeyValues(filepath.Join(dir, "memory.events"))["oom"]
 	if m.Stats = readKeyValues(filepath.Join(dir, "memory.stat")); m.Stats == nil {
 		return false
 	}
-
-	st.BlkioStats.IoServiceBytesRecursive = []container.BlkioStatEntry{}
-	if ios, ok := readCgroupV2IO(dir); ok {
-		for _, e := range ios {
-			st.BlkioStats.IoServiceBytesRecursive = append(st.BlkioStats.IoServiceBytesRecursive,
-				container.BlkioStatEntry{Major: e.major, Minor: e.minor, Op: "read", Value: e.rbytes},
-				container.BlkioStatEntry{Major: e.major, Minor: e.minor, Op: "write", Value: e.wbytes})
+	if forMetrics {
+		m.Failcnt = readKeyValues(filepath.Join(dir, "memory.events"))["oom"]
+		st.BlkioStats.IoServiceBytesRecursive = []container.BlkioStatEntry{}
+		if ios, ok := readCgroupV2IO(dir); ok {
+			for _, e := range ios {
+				st.BlkioStats.IoServiceBytesRecursive = append(st.BlkioStats.IoServiceBytesRecursive,
+					container.BlkioStatEntry{Major: e.major, Minor: e.minor, Op: "read", Value: e.rbytes},
+					container.BlkioStatEntry{Major: e.major, Minor: e.minor, Op: "write", Value: e.wbytes})
+			}
 		}
+		st.PidsStats.Limit = readMax(filepath.Join(dir, "pids.max"))
 	}
 	st.PidsStats.Current, _ = readUint(filepath.Join(dir, "pids.current"))
-	st.PidsStats.Limit = readMax(filepath.Join(dir, "pids.max"))
 	return st.PidsStats.Current > 0
 }
 

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/docker/docker/api/types/container"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -70,7 +71,7 @@ func TestContainerStatsFromCgroupV1AreDockers(t *testing.T) {
 	if !ok {
 		t.Fatal("the container's cgroups not found")
 	}
-	st, ok := h.readContainerStats(cg, 4242, true, h.memTotal())
+	st, ok := h.readContainerStats(cg, 4242, true, h.memTotal(), true)
 	if !ok {
 		t.Fatal("not read")
 	}
@@ -99,7 +100,7 @@ func TestContainerStatsFromCgroupV1AreDockers(t *testing.T) {
 		t.Errorf("networks %+v, want eth0 alone", n)
 	}
 	// A container sharing another's network (or the host's) reports none, as Docker does.
-	if st, _ := h.readContainerStats(cg, 4242, false, 0); st.Networks != nil || st.MemoryStats.Limit != 9223372036854771712 {
+	if st, _ := h.readContainerStats(cg, 4242, false, 0, true); st.Networks != nil || st.MemoryStats.Limit != 9223372036854771712 {
 		t.Errorf("networks %+v of a container without a network of its own, limit %d (no MemTotal: not capped)", st.Networks, st.MemoryStats.Limit)
 	}
 }
@@ -125,7 +126,7 @@ func TestContainerStatsFromCgroupV2AreDockers(t *testing.T) {
 	if !ok {
 		t.Fatal("the container's cgroups not found")
 	}
-	st, ok := h.readContainerStats(cg, 77, false, h.memTotal())
+	st, ok := h.readContainerStats(cg, 77, false, h.memTotal(), true)
 	if !ok {
 		t.Fatal("not read")
 	}
@@ -147,7 +148,7 @@ func TestContainerStatsFromCgroupV2AreDockers(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(h.sys, "fs/cgroup/system.slice/docker-"+statsID+".scope/pids.current"), []byte("0\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := h.readContainerStats(cg, 77, false, 0); ok {
+	if _, ok := h.readContainerStats(cg, 77, false, 0, true); ok {
 		t.Error("read the stats of a cgroup v2 with no task")
 	}
 }
@@ -175,7 +176,7 @@ func TestContainerStatsAreNotReadFromAnotherCgroup(t *testing.T) {
 		if !ok {
 			t.Fatalf("%s: the container's cgroups not found", name)
 		}
-		if _, ok := h.readContainerStats(cg, 4242, true, 0); ok {
+		if _, ok := h.readContainerStats(cg, 4242, true, 0, true); ok {
 			t.Errorf("%s: read", name)
 		}
 	}
@@ -231,9 +232,93 @@ func TestContainerStatsWithoutAPidsController(t *testing.T) {
 		if !ok {
 			t.Fatal("the container's cgroups not found")
 		}
-		st, ok := h.readContainerStats(cg, 4242, false, 0)
+		st, ok := h.readContainerStats(cg, 4242, false, 0, true)
 		if ok != want || st.PidsStats != (container.PidsStats{}) {
 			t.Errorf("tasks %q: read %v, pids %+v; want read %v and no pids", tasks, ok, st.PidsStats, want)
 		}
+	}
+}
+
+// The figures only the CRI metrics report are read for the containers the metrics asked about,
+// not for the kubelet's stats calls every 10 s: a stats call reads the CRI's figures alone (the
+// same as a full read), a metrics call then refreshes the sample with the metrics' figures, and
+// the container's later refreshes keep them.
+func TestMetricsFiguresAreReadOnlyForTheMetrics(t *testing.T) {
+	h := writeTree(t, cgroupV1Files(statsID, 4242))
+	cg, _ := h.containerCgroupsOf(statsID, 4242)
+	full, ok1 := h.readContainerStats(cg, 4242, false, 0, true)
+	lite, ok2 := h.readContainerStats(cg, 4242, false, 0, false)
+	if !ok1 || !ok2 {
+		t.Fatalf("read: %v %v", ok1, ok2)
+	}
+	if lite.CPUStats.CPUUsage.TotalUsage != full.CPUStats.CPUUsage.TotalUsage || lite.MemoryStats.Usage != full.MemoryStats.Usage ||
+		lite.MemoryStats.Limit != full.MemoryStats.Limit || !reflect.DeepEqual(lite.MemoryStats.Stats, full.MemoryStats.Stats) ||
+		lite.PidsStats.Current != full.PidsStats.Current {
+		t.Errorf("the CRI's figures differ: without the metrics %+v, with %+v", lite, full)
+	}
+	if lite.CPUStats.CPUUsage.UsageInUsermode != 0 || lite.CPUStats.ThrottlingData.Periods != 0 || lite.MemoryStats.MaxUsage != 0 ||
+		lite.BlkioStats.IoServiceBytesRecursive != nil {
+		t.Errorf("metrics' figures read for the CRI stats: %+v", lite)
+	}
+
+	fake := libdocker.NewFake()
+	s := newTestService(t, fake, Options{})
+	t.Cleanup(s.Close)
+	ctx := context.Background()
+	podID, podCfg := runPod(t, s, "m", "")
+	id := startedContainer(t, s, podID, podCfg, "c")
+	c, err := fake.InspectContainer(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.stats.host = writeTree(t, cgroupV1Files(id, c.State.Pid))
+	sample := func() *statsSample {
+		s.stats.mu.Lock()
+		defer s.stats.mu.Unlock()
+		return s.stats.entries[id].cur
+	}
+	if _, err := s.ContainerStats(ctx, &runtimeapi.ContainerStatsRequest{ContainerId: id}); err != nil {
+		t.Fatal(err)
+	}
+	if cur := sample(); cur.forMetrics || cur.raw.BlkioStats.IoServiceBytesRecursive != nil {
+		t.Fatalf("after ContainerStats: a sample with the metrics' figures (%+v)", cur.raw.BlkioStats)
+	}
+	resp, err := s.ListPodSandboxMetrics(ctx, &runtimeapi.ListPodSandboxMetricsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	periods := uint64(0)
+	for _, pm := range resp.PodMetrics {
+		for _, cm := range pm.ContainerMetrics {
+			for _, m := range cm.Metrics {
+				if cm.ContainerId == id && m.Name == "container_cpu_cfs_periods_total" {
+					periods = m.Value.GetValue()
+				}
+			}
+		}
+	}
+	if periods != 10 {
+		t.Errorf("container_cpu_cfs_periods_total %d, want cpu.stat's 10", periods)
+	}
+	s.stats.tick(time.Now().Add(time.Hour / 60)) // a background refresh, a minute on
+	waitRefreshed(t, s.stats, id)
+	if cur := sample(); !cur.forMetrics || len(cur.raw.BlkioStats.IoServiceBytesRecursive) == 0 {
+		t.Errorf("a refresh after the metrics asked: no metrics' figures (%+v)", cur.raw.BlkioStats)
+	}
+}
+
+// waitRefreshed waits (bounded) for the refresh of id in progress, if any, to end.
+func waitRefreshed(t *testing.T, c *statsCollector, id string) {
+	t.Helper()
+	c.mu.Lock()
+	ch := c.entries[id].inflight
+	c.mu.Unlock()
+	if ch == nil {
+		t.Fatal("no refresh started")
+	}
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the refresh did not end")
 	}
 }

@@ -83,6 +83,9 @@ type statsSample struct {
 	raw *container.StatsResponse
 	// io is the cgroup v2 io.stat read with it, for the I/O operations Docker leaves out on v2.
 	io []ioStat
+	// forMetrics: raw holds the figures only the CRI metrics report (cgroup_stats.go reads them
+	// only for containers the metrics asked about within keep; Docker's stats always have them).
+	forMetrics bool
 }
 
 // fsUsage is a measured writable layer.
@@ -128,6 +131,8 @@ type statsEntry struct {
 	fs     *fsUsage
 	meta   *containerMeta
 	wanted time.Time
+	// metricsWanted is when the CRI metrics last asked for it (collect without fresh).
+	metricsWanted time.Time
 	// inflight is closed when the refresh in progress ends; nil when none runs.
 	inflight chan struct{}
 	lastErr  error
@@ -207,7 +212,8 @@ func newStatsCollector(docker libdocker.Client, log *logrus.Entry) *statsCollect
 // collect returns a snapshot for each id, refreshing (with bounded concurrency) those without a
 // recent sample, and marks them wanted so the background loop keeps them fresh. With fresh (the
 // stats RPCs), a sample that an RPC was first given statsMaxAge ago or earlier is refreshed too,
-// and the samples returned are marked seen. Containers that Docker no longer knows are left
+// and the samples returned are marked seen. Without (the CRI metrics), a sample without the
+// metrics' figures is refreshed, and the samples of ids keep them for keep. Containers that Docker no longer knows are left
 // out; other failures are logged and leave the id out too.
 func (c *statsCollector) collect(ctx context.Context, ids []string, fresh bool) map[string]statsSnapshot {
 	c.ensureRunning()
@@ -221,7 +227,11 @@ func (c *statsCollector) collect(ctx context.Context, ids []string, fresh bool) 
 			c.entries[id] = e
 		}
 		e.wanted = now
-		if e.cur != nil && now.Sub(e.cur.at) < c.staleAfter && (!fresh || e.seen.IsZero() || now.Sub(e.seen) < c.maxAge) {
+		if !fresh {
+			e.metricsWanted = now
+		}
+		if e.cur != nil && now.Sub(e.cur.at) < c.staleAfter && (!fresh || e.seen.IsZero() || now.Sub(e.seen) < c.maxAge) &&
+			(fresh || e.cur.forMetrics) {
 			continue
 		}
 		wait = append(wait, c.startRefreshLocked(id, e))
@@ -284,6 +294,7 @@ func (c *statsCollector) startRefreshLocked(id string, e *statsEntry) chan struc
 	ch := make(chan struct{})
 	e.inflight = ch
 	meta, fsu := e.meta, e.fs
+	forMetrics := !e.metricsWanted.IsZero() && time.Since(e.metricsWanted) <= c.keep
 	go func() {
 		defer close(ch)
 		ctx, cancel := context.WithTimeout(context.Background(), statsFetchTimeout)
@@ -292,7 +303,7 @@ func (c *statsCollector) startRefreshLocked(id string, e *statsEntry) chan struc
 		var newMeta *containerMeta
 		var newFS *fsUsage
 		var err error
-		if perr := supervise.Run(c.log, "stats refresh of "+id, func() { sample, newMeta, newFS, err = c.fetch(ctx, id, meta, fsu) }); perr != nil {
+		if perr := supervise.Run(c.log, "stats refresh of "+id, func() { sample, newMeta, newFS, err = c.fetch(ctx, id, meta, fsu, forMetrics) }); perr != nil {
 			err = perr
 		}
 		c.mu.Lock()
@@ -319,8 +330,8 @@ func (c *statsCollector) startRefreshLocked(id string, e *statsEntry) chan struc
 }
 
 // fetch takes a sample of id, inspecting it the first time and measuring its writable layer
-// when that is older than fsEvery.
-func (c *statsCollector) fetch(ctx context.Context, id string, meta *containerMeta, fsu *fsUsage) (*statsSample, *containerMeta, *fsUsage, error) {
+// when that is older than fsEvery; with forMetrics, one with the figures of the CRI metrics.
+func (c *statsCollector) fetch(ctx context.Context, id string, meta *containerMeta, fsu *fsUsage, forMetrics bool) (*statsSample, *containerMeta, *fsUsage, error) {
 	select {
 	case c.sem <- struct{}{}:
 	case <-ctx.Done():
@@ -363,7 +374,7 @@ func (c *statsCollector) fetch(ctx context.Context, id string, meta *containerMe
 	var st container.StatsResponse
 	direct := false
 	if meta.hasCgroups {
-		st, direct = c.host.readContainerStats(meta.cgroups, meta.pid, meta.ownNetwork, c.nodeMemory())
+		st, direct = c.host.readContainerStats(meta.cgroups, meta.pid, meta.ownNetwork, c.nodeMemory(), forMetrics)
 	}
 	if !direct {
 		var err error
@@ -377,12 +388,15 @@ func (c *statsCollector) fetch(ctx context.Context, id string, meta *containerMe
 	}
 	st.ID = id
 	sample := sampleFromDocker(st)
+	sample.forMetrics = forMetrics || !direct
 	if sample.running && meta.unifiedDir != "" {
 		// Docker's stats on cgroup v2 have no swap and no I/O operations (cgroups.go).
 		if !sample.hasSwap {
 			sample.swap, sample.hasSwap = readCgroupV2Swap(meta.unifiedDir)
 		}
-		sample.io, _ = readCgroupV2IO(meta.unifiedDir)
+		if sample.forMetrics {
+			sample.io, _ = readCgroupV2IO(meta.unifiedDir)
+		}
 	}
 	if sample.running && meta.runscPath != "" {
 		// The host's pids cgroup counts the Sentry's and the gofer's threads; the kubelet
