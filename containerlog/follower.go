@@ -247,10 +247,11 @@ func (f *follower) copyStream(ctx context.Context, follow bool) error {
 // the stream pauses after, so a chatty container makes few writes.
 const logBufferSize = 64 << 10
 
-// streamBufferSize is the read buffer of a container's log stream from Docker: one message of
-// Docker's (a line part of at most 16 KiB, with its header or stamp) fits; a longer terminal
-// line is gathered across fills. Each followed container holds one while it runs.
-const streamBufferSize = 16<<10 + 64
+// streamBufferSize is the read buffer of a container's log stream from Docker. Each followed
+// container holds one while it runs, quiet or not, so it is small: a message longer than it
+// (Docker's line parts reach 16 KiB) is read straight into its own slice, and a terminal's
+// line is gathered across fills.
+const streamBufferSize = 4 << 10
 
 // messageReader reads a log stream; rest is what a terminal's line held after its first
 // message.
