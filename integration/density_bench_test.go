@@ -5,7 +5,10 @@ package integration
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,15 +42,18 @@ import (
 //   - start16-s: 100 pods started 16 at a time (RunPodSandbox, CreateContainer, StartContainer),
 //     wall time, each daemon its own batch, and the ratio.
 //
-//     CRI_DOCKERD_UPSTREAM=$(integration/setup/upstream.sh) go test -tags integration -run XXX \
-//     -bench NodeFullOfPods -benchtime 1x -timeout 60m ./integration/
+// With $DENSITY_PROFILES set to a directory, ours' heap and goroutine profiles at each
+// population are written there (heap-N.pprof, goroutines-N.txt), to see where its RSS goes.
+//
+//	CRI_DOCKERD_UPSTREAM=$(integration/setup/upstream.sh) go test -tags integration -run XXX \
+//	-bench NodeFullOfPods -benchtime 1x -timeout 60m ./integration/
 func BenchmarkNodeFullOfPods(b *testing.B) {
 	sizes := envInts(b, "DENSITY_PODS", []int{100, 250})
 	calls := envInts(b, "DENSITY_CALLS", []int{20})[0]
 	bin := upstreamBinary(b)
 	pd := StartPrivateDockerdWith(b, PrivateDockerdOptions{ClampOOMScoreAdj: true}, pauseImage, busyboxImage)
 	args := append([]string{"--docker-endpoint", pd.Host}, benchLogLevel...)
-	ours := StartDaemon(b, args...)
+	ours := StartDaemon(b, append(args, "--metrics-bind-addr", "127.0.0.1:0")...)
 	theirs := startUpstream(b, bin, args...)
 	ctx := b.Context()
 
@@ -99,6 +105,9 @@ func BenchmarkNodeFullOfPods(b *testing.B) {
 					}
 				}
 			}))
+			if dir := os.Getenv("DENSITY_PROFILES"); dir != "" {
+				saveProfiles(b, ours, dir, n)
+			}
 			rss := peakRSS(b, ours)
 			if lastSize > 0 {
 				report("ours-rss-KiB-per-extra-pod", float64(rss-lastRSS)/1024/float64(n-lastSize))
@@ -253,4 +262,27 @@ func envInts(b *testing.B, name string, def []int) []int {
 		out = append(out, n)
 	}
 	return out
+}
+
+// saveProfiles writes the daemon's heap profile and goroutine dump, at a population of n pods,
+// into dir.
+func saveProfiles(b *testing.B, d *Daemon, dir string, n int) {
+	b.Helper()
+	addr := metricsAddr(b, d)
+	_, dump := goroutineDump(b, addr)
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := client.Get("http://" + addr + "/debug/pprof/heap")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	heap, err := io.ReadAll(resp.Body)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for name, data := range map[string][]byte{fmt.Sprintf("heap-%d.pprof", n): heap, fmt.Sprintf("goroutines-%d.txt", n): []byte(dump)} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
