@@ -158,3 +158,30 @@ func TestARefreshBehindABusyContainerIsRetriedNotARelist(t *testing.T) {
 		t.Error("store not synced after a slow refresh")
 	}
 }
+
+// An event that came before our call's own refresh was asked (the start event of our own
+// start, usually) is read by that refresh: the call does not inspect the container again.
+func TestAnEventBeforeOurRefreshIsNotReadTwice(t *testing.T) {
+	fake := newFake()
+	s := started(t, fake)
+	id := create(t, s, "ours", "container")
+	end := s.own.begin(id)
+	if err := fake.StartContainer(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the start's event noted", func() bool {
+		s.own.mu.Lock()
+		defer s.own.mu.Unlock()
+		return s.own.events[id]
+	})
+	s.refreshAfter(context.Background(), id)
+	inspects := fake.Calls("InspectContainer")
+	s.endOwnCall(context.Background(), id, end)
+	if n := fake.Calls("InspectContainer") - inspects; n != 0 {
+		t.Errorf("%d inspects after our call ended, want none: its refresh came after the event", n)
+	}
+	if st := stateOf(t, s, id); st != "running" {
+		t.Errorf("state %q, want running", st)
+	}
+	same(t, s, fake, id)
+}

@@ -679,6 +679,8 @@ func (s *Store) refreshAfter(ctx context.Context, id string) {
 		}
 		id = c.ID
 	}
+	// The events noted so far for id came before this inspect is asked: it reads their changes.
+	s.own.covered(id)
 	if err := s.Refresh(context.WithoutCancel(ctx), id); err != nil {
 		s.unsync(err)
 	}
@@ -769,7 +771,8 @@ func (c *imageCache) clear() {
 
 // ownCalls counts our own calls in flight per container. An event for a container with a call
 // in flight is not refreshed by the follower but noted, and the call refreshes the container
-// again when it ends. Docker holds a container's lock for the whole of a start or stop, so an
+// again when it ends, if the event came after the call's own refresh was asked (one that came
+// before, such as the start event of our own start, is read by that refresh). Docker holds a container's lock for the whole of a start or stop, so an
 // inspect made then waits for it: on a node starting 100 pods at once a start took over 10 s,
 // the follower's inspect after the create event timed out, and every read went to Docker until
 // a full relist.
@@ -800,6 +803,16 @@ func (o *ownCalls) begin(id string) (end func() bool) {
 			came = false
 		}
 		return came
+	}
+}
+
+// covered forgets the events noted for id: a refresh of id is about to be asked, which reads
+// whatever they announced.
+func (o *ownCalls) covered(id string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.running[id] > 0 {
+		o.events[id] = false
 	}
 }
 
