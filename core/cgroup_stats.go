@@ -2,6 +2,7 @@ package core
 
 import (
 	"bytes"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -123,7 +124,7 @@ func readStatsV1(dirs map[string]string, st *container.StatsResponse, forMetrics
 		return false
 	}
 	m.Limit, _ = readUint(filepath.Join(mem, "memory.limit_in_bytes"))
-	if m.Stats = readKeyValues(filepath.Join(mem, "memory.stat")); m.Stats == nil {
+	if m.Stats = readMemoryStat(filepath.Join(mem, "memory.stat"), forMetrics); m.Stats == nil {
 		return false
 	}
 	if forMetrics {
@@ -197,7 +198,7 @@ func readStatsV2(dir string, st *container.StatsResponse, forMetrics bool) bool 
 		return false
 	}
 	m.Limit = readMax(filepath.Join(dir, "memory.max"))
-	if m.Stats = readKeyValues(filepath.Join(dir, "memory.stat")); m.Stats == nil {
+	if m.Stats = readMemoryStat(filepath.Join(dir, "memory.stat"), forMetrics); m.Stats == nil {
 		return false
 	}
 	if forMetrics {
@@ -216,27 +217,69 @@ func readStatsV2(dir string, st *container.StatsResponse, forMetrics bool) bool 
 	return st.PidsStats.Current > 0
 }
 
+// criMemoryStat are the memory.stat keys the CRI stats report (sampleFromDocker), v1's and v2's.
+var criMemoryStat = map[string]bool{
+	"total_inactive_file": true, "inactive_file": true, "total_rss": true, "anon": true,
+	"total_pgfault": true, "pgfault": true, "total_pgmajfault": true, "pgmajfault": true,
+	"total_swap": true, "swap": true,
+}
+
+// readMemoryStat reads memory.stat: every key for the CRI metrics, else those of criMemoryStat.
+func readMemoryStat(path string, forMetrics bool) map[string]uint64 {
+	if forMetrics {
+		return readKeyValues(path)
+	}
+	return readKeys(path, criMemoryStat)
+}
+
+// readCgroupFile reads a small cgroup (or proc) file into buf, grown as needed: open, read to
+// the end, close. os.ReadFile also stats the file for a size, which cgroup files do not have:
+// the kubelet's stats of every container every 10 s are thousands of such reads.
+func readCgroupFile(path string, buf []byte) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	buf = buf[:0]
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := f.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
 // readUint reads a cgroup file holding one number.
 func readUint(path string) (uint64, bool) {
-	raw, err := os.ReadFile(path)
+	var buf [64]byte
+	raw, err := readCgroupFile(path, buf[:])
 	if err != nil {
 		return 0, false
 	}
-	v, err := strconv.ParseUint(strings.TrimSpace(string(raw)), 10, 64)
+	v, err := strconv.ParseUint(string(bytes.TrimSpace(raw)), 10, 64)
 	return v, err == nil
 }
 
 // readMax reads a cgroup v2 limit: a number, or "max" (no limit) as the largest uint64.
 func readMax(path string) uint64 {
-	raw, err := os.ReadFile(path)
+	var buf [64]byte
+	raw, err := readCgroupFile(path, buf[:])
 	if err != nil {
 		return 0
 	}
-	s := strings.TrimSpace(string(raw))
-	if s == "max" {
+	s := bytes.TrimSpace(raw)
+	if string(s) == "max" {
 		return math.MaxUint64
 	}
-	v, _ := strconv.ParseUint(s, 10, 64)
+	v, _ := strconv.ParseUint(string(s), 10, 64)
 	return v
 }
 

@@ -2,11 +2,13 @@ package core
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,7 +21,7 @@ import (
 const statsID = "9ab5ad761a7c7a58a4d75ec926468719bd7bf36bf38e661da0840d2c345e637c"
 
 // writeTree writes files (path relative to root: content) and returns the hostFS rooted there.
-func writeTree(t *testing.T, files map[string]string) hostFS {
+func writeTree(t testing.TB, files map[string]string) hostFS {
 	t.Helper()
 	root := t.TempDir()
 	for path, content := range files {
@@ -251,10 +253,13 @@ func TestMetricsFiguresAreReadOnlyForTheMetrics(t *testing.T) {
 	if !ok1 || !ok2 {
 		t.Fatalf("read: %v %v", ok1, ok2)
 	}
-	if lite.CPUStats.CPUUsage.TotalUsage != full.CPUStats.CPUUsage.TotalUsage || lite.MemoryStats.Usage != full.MemoryStats.Usage ||
-		lite.MemoryStats.Limit != full.MemoryStats.Limit || !reflect.DeepEqual(lite.MemoryStats.Stats, full.MemoryStats.Stats) ||
-		lite.PidsStats.Current != full.PidsStats.Current {
-		t.Errorf("the CRI's figures differ: without the metrics %+v, with %+v", lite, full)
+	cri := func(st container.StatsResponse) statsSample {
+		s := *sampleFromDocker(st)
+		s.at, s.raw = time.Time{}, nil
+		return s
+	}
+	if l, f := cri(lite), cri(full); !reflect.DeepEqual(l, f) || l.pageFaults != 1216 || l.rss != 118784 {
+		t.Errorf("the CRI's figures differ: without the metrics %+v, with %+v", l, f)
 	}
 	if lite.CPUStats.CPUUsage.UsageInUsermode != 0 || lite.CPUStats.ThrottlingData.Periods != 0 || lite.MemoryStats.MaxUsage != 0 ||
 		lite.BlkioStats.IoServiceBytesRecursive != nil {
@@ -320,5 +325,50 @@ func waitRefreshed(t *testing.T, c *statsCollector, id string) {
 	case <-ch:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the refresh did not end")
+	}
+}
+
+// Cgroup files longer than the reader's first buffer are read whole (a memory.stat of a
+// kernel with many counters, a number padded past 64 bytes), and a key filter keeps only its
+// keys.
+func TestCgroupFilesLongerThanTheBufferAreReadWhole(t *testing.T) {
+	var stat strings.Builder
+	for i := range 600 {
+		fmt.Fprintf(&stat, "counter_%d %d\n", i, i)
+	}
+	h := writeTree(t, map[string]string{"sys/memory.stat": stat.String(), "sys/pids.current": strings.Repeat(" ", 100) + "42\n"})
+	kv := readKeyValues(filepath.Join(h.sys, "memory.stat"))
+	if len(kv) != 600 || kv["counter_599"] != 599 {
+		t.Errorf("%d keys, last %d; want 600 and 599 (a file of %d bytes)", len(kv), kv["counter_599"], stat.Len())
+	}
+	if kept := readKeys(filepath.Join(h.sys, "memory.stat"), map[string]bool{"counter_0": true, "counter_598": true}); len(kept) != 2 || kept["counter_598"] != 598 {
+		t.Errorf("kept %v", kept)
+	}
+	if v, ok := readUint(filepath.Join(h.sys, "pids.current")); !ok || v != 42 {
+		t.Errorf("readUint of a padded number: %d, %v", v, ok)
+	}
+	if _, ok := readUint(filepath.Join(h.sys, "missing")); ok {
+		t.Error("readUint of a missing file: ok")
+	}
+}
+
+// BenchmarkReadStatsV1 is one container's stats read from a cgroup v1 fixture: what the kubelet's
+// stats calls cost per container (cri) and what the CRI metrics add (metrics).
+func BenchmarkReadStatsV1(b *testing.B) {
+	h := writeTree(b, cgroupV1Files(statsID, 4242))
+	cg, _ := h.containerCgroupsOf(statsID, 4242)
+	for _, full := range []bool{false, true} {
+		name := "cri"
+		if full {
+			name = "metrics"
+		}
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for range b.N {
+				if _, ok := h.readContainerStats(cg, 4242, false, 0, full); !ok {
+					b.Fatal("not read")
+				}
+			}
+		})
 	}
 }

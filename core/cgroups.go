@@ -1,6 +1,7 @@
 package core
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -252,15 +253,25 @@ func readCgroupV2IO(dir string) ([]ioStat, bool) {
 // readKeyValues reads a cgroup file of "key value" lines (memory.stat, memory.events,
 // cpu.stat, memory.oom_control); nil when it cannot be read.
 func readKeyValues(path string) map[string]uint64 {
-	raw, err := os.ReadFile(path)
+	return readKeys(path, nil)
+}
+
+// readKeys is readKeyValues keeping only the keys of want (every key when nil).
+func readKeys(path string, want map[string]bool) map[string]uint64 {
+	var buf [4096]byte
+	raw, err := readCgroupFile(path, buf[:])
 	if err != nil {
 		return nil
 	}
-	out := map[string]uint64{}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if k, v, ok := strings.Cut(strings.TrimSpace(line), " "); ok {
-			out[k], _ = strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+	out := make(map[string]uint64, len(want))
+	for len(raw) > 0 {
+		var line []byte
+		line, raw, _ = bytes.Cut(raw, []byte("\n"))
+		k, v, ok := bytes.Cut(bytes.TrimSpace(line), []byte(" "))
+		if !ok || (want != nil && !want[string(k)]) {
+			continue
 		}
+		out[string(k)], _ = strconv.ParseUint(string(bytes.TrimSpace(v)), 10, 64)
 	}
 	return out
 }
