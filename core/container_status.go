@@ -197,17 +197,10 @@ func criMounts(mounts []container.MountPoint) []*runtimeapi.Mount {
 // change and filtered (list_cache.go).
 func (s *Service) ListContainers(ctx context.Context, req *runtimeapi.ListContainersRequest) (*runtimeapi.ListContainersResponse, error) {
 	f := req.GetFilter()
-	key, ok := s.listKey()
-	if !ok {
+	all, kept, err := keptList(s, &s.containerList, func() (*runtimeapi.ListContainersResponse, error) { return s.listContainers(ctx, nil) })
+	if !kept {
 		return s.listContainers(ctx, f)
 	}
-	all, err := s.containerList.Get(key, func() (*runtimeapi.ListContainersResponse, error) {
-		all, err := s.listContainers(ctx, nil)
-		if err == nil {
-			s.keepReply(all)
-		}
-		return all, err
-	})
 	if err != nil || f == nil || proto.Equal(f, &runtimeapi.ContainerFilter{}) {
 		return all, err
 	}

@@ -31,10 +31,20 @@ func (s *Service) listKey() (listcache.Key, bool) {
 	return listcache.Key{gen, writes}, true
 }
 
-// keepReply passes a whole list just built, which is given again unchanged until the next
-// change, to Options.KeepReply (the gRPC codec then encodes it once, package replycodec).
-func (s *Service) keepReply(m proto.Message) {
-	if s.opts.KeepReply != nil {
-		s.opts.KeepReply(m)
+// keptList is the whole list kept in c, built by build when none is kept for the current key
+// (and then given to Options.KeepReply: the gRPC codec encodes it once, package replycodec).
+// kept is false when lists go to Docker (see listKey): the caller lists as before then.
+func keptList[R proto.Message](s *Service, c *listcache.Cache[R], build func() (R, error)) (all R, kept bool, err error) {
+	key, ok := s.listKey()
+	if !ok {
+		return all, false, nil
 	}
+	all, err = c.Get(key, func() (R, error) {
+		all, err := build()
+		if err == nil && s.opts.KeepReply != nil {
+			s.opts.KeepReply(all)
+		}
+		return all, err
+	})
+	return all, true, err
 }

@@ -161,17 +161,10 @@ func parseDockerTime(value string) int64 {
 // once per change and filtered (list_cache.go).
 func (s *Service) ListPodSandbox(ctx context.Context, req *runtimeapi.ListPodSandboxRequest) (*runtimeapi.ListPodSandboxResponse, error) {
 	f := req.GetFilter()
-	key, ok := s.listKey()
-	if !ok {
+	all, kept, err := keptList(s, &s.sandboxList, func() (*runtimeapi.ListPodSandboxResponse, error) { return s.listPodSandbox(ctx, nil) })
+	if !kept {
 		return s.listPodSandbox(ctx, f)
 	}
-	all, err := s.sandboxList.Get(key, func() (*runtimeapi.ListPodSandboxResponse, error) {
-		all, err := s.listPodSandbox(ctx, nil)
-		if err == nil {
-			s.keepReply(all)
-		}
-		return all, err
-	})
 	if err != nil || f == nil || proto.Equal(f, &runtimeapi.PodSandboxFilter{}) {
 		return all, err
 	}
