@@ -83,8 +83,8 @@ func TestStatsOfARealContainer(t *testing.T) {
 }
 
 // Ours are Docker's figures: read from the container's cgroups (cgroup_stats.go) rather than
-// through Docker, between two readings of Docker's own stats, CPU and network counters lie
-// between Docker's, and memory and the process count of an idle container equal them.
+// through Docker, between two readings of Docker's own stats, CPU, network and memory figures
+// lie between Docker's, and the process count of an idle container equals Docker's.
 func TestStatsAreDockersFigures(t *testing.T) {
 	d := StartDaemon(t, "--network-plugin=")
 	podCfg := newPodConfig(t, "stats-docker")
