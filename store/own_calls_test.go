@@ -2,12 +2,14 @@ package store
 
 import (
 	"context"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/events"
 	"github.com/sirupsen/logrus"
 	logtest "github.com/sirupsen/logrus/hooks/test"
 
@@ -117,7 +119,7 @@ func TestAnEventDuringOurCallIsNotLost(t *testing.T) {
 	fake := newFake()
 	s := started(t, fake)
 	id := create(t, s, "raced", "container")
-	end := s.own.begin(id)
+	call := s.own.begin(id)
 	if err := fake.StartContainer(context.Background(), id); err != nil {
 		t.Fatal(err)
 	}
@@ -128,12 +130,12 @@ func TestAnEventDuringOurCallIsNotLost(t *testing.T) {
 	eventually(t, "the stop's events noted", func() bool {
 		s.own.mu.Lock()
 		defer s.own.mu.Unlock()
-		return s.own.events[id]
+		return len(s.own.came[id]) > 0
 	})
 	if st := stateOf(t, s, id); st != "running" {
 		t.Fatalf("state %q before our call ended, want the read-back's running", st)
 	}
-	s.endOwnCall(context.Background(), id, end)
+	s.endOwnCall(context.Background(), call, true)
 	if st := stateOf(t, s, id); st != "exited" {
 		t.Errorf("state %q after our call ended, want exited", st)
 	}
@@ -165,23 +167,160 @@ func TestAnEventBeforeOurRefreshIsNotReadTwice(t *testing.T) {
 	fake := newFake()
 	s := started(t, fake)
 	id := create(t, s, "ours", "container")
-	end := s.own.begin(id)
+	call := s.own.begin(id)
 	if err := fake.StartContainer(context.Background(), id); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the start's event noted", func() bool {
 		s.own.mu.Lock()
 		defer s.own.mu.Unlock()
-		return s.own.events[id]
+		return len(s.own.came[id]) > 0
 	})
 	s.refreshAfter(context.Background(), id)
 	inspects := fake.Calls("InspectContainer")
-	s.endOwnCall(context.Background(), id, end)
+	s.endOwnCall(context.Background(), call, true)
 	if n := fake.Calls("InspectContainer") - inspects; n != 0 {
 		t.Errorf("%d inspects after our call ended, want none: its refresh came after the event", n)
 	}
 	if st := stateOf(t, s, id); st != "running" {
 		t.Errorf("state %q, want running", st)
 	}
+	same(t, s, fake, id)
+}
+
+// The events Docker sends for our own call (its echoes) cost no second inspect after the call
+// succeeded, whenever they come; any other event does, and so does an echo after a failed call.
+func TestOurCallsEchoesAreNotReadTwice(t *testing.T) {
+	ev := func(a events.Action) events.Message {
+		return events.Message{Action: a, Actor: events.Actor{ID: "c1", Attributes: map[string]string{"name": "n"}}}
+	}
+	for _, tc := range []struct {
+		name      string
+		echoes    []events.Action
+		came      []events.Action
+		succeeded bool
+		again     bool
+	}{
+		{"our start's start event", []events.Action{events.ActionStart}, []events.Action{events.ActionStart}, true, false},
+		{"a die as it starts", []events.Action{events.ActionStart}, []events.Action{events.ActionStart, events.ActionDie}, true, true},
+		{"a start event after a failed start", []events.Action{events.ActionStart}, []events.Action{events.ActionStart}, false, true},
+		{"our stop's die event", []events.Action{events.ActionDie}, []events.Action{events.ActionDie}, true, false},
+		{"an oom during our stop", []events.Action{events.ActionDie}, []events.Action{events.ActionOOM, events.ActionDie}, true, true},
+		{"no event", []events.Action{events.ActionStart}, nil, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var o ownCalls
+			c := o.begin("c1", tc.echoes...)
+			o.covered("c1") // the call's refresh is asked: what comes now came after it
+			for _, a := range tc.came {
+				if !o.deferEvent("c1", ev(a)) {
+					t.Fatalf("%s event not deferred during our call", a)
+				}
+			}
+			if got := o.end(c, tc.succeeded); got != tc.again {
+				t.Errorf("refresh again = %v, want %v", got, tc.again)
+			}
+			if o.deferEvent("c1", ev(events.ActionDie)) {
+				t.Error("an event after our call ended was deferred")
+			}
+		})
+	}
+}
+
+// Through the store, a pod's container lifecycle costs one inspect per call (its read-back),
+// however Docker's events for those calls interleave with them, and the store still says what
+// Docker says; an exit of its own right after our start is read.
+func TestALifecycleCostsOneInspectPerCall(t *testing.T) {
+	fake := newFake()
+	s := started(t, fake)
+	ctx := context.Background()
+	settle := func() { time.Sleep(150 * time.Millisecond) } // the events' way through the follower
+	step := func(what string, want int, call func() error) {
+		t.Helper()
+		before := fake.Calls("InspectContainer")
+		if err := call(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		settle()
+		if n := fake.Calls("InspectContainer") - before; n != want {
+			t.Errorf("%s: %d inspects, want %d", what, n, want)
+		}
+	}
+	var id string
+	step("create", 1, func() (err error) {
+		id, err = s.CreateContainer(ctx, "k8s_app", &container.Config{Image: testImage, Labels: map[string]string{testLabel: "container"}}, &container.HostConfig{})
+		return err
+	})
+	same(t, s, fake, id)
+	step("start", 1, func() error { return s.StartContainer(ctx, id) })
+	same(t, s, fake, id)
+	step("stop", 1, func() error { return s.StopContainer(ctx, id, time.Second) })
+	same(t, s, fake, id)
+	step("start again", 1, func() error { return s.StartContainer(ctx, id) })
+	if err := fake.ExitContainer(id, 3); err != nil { // its own exit: not our echo
+		t.Fatal(err)
+	}
+	eventually(t, "the exit read", func() bool { return stateOf(t, s, id) == "exited" })
+	same(t, s, fake, id)
+	step("remove", 0, func() error { return s.RemoveContainer(ctx, id, container.RemoveOptions{Force: true}) })
+	if _, err := s.InspectContainer(ctx, id); !libdocker.IsNotFound(err) {
+		t.Errorf("inspect after the removal: %v, want NotFound", err)
+	}
+}
+
+// A create that fails on our side after Docker made the container (our context ended) leaves
+// the store tracking it: the create event we held back for our create is read.
+func TestACreateThatFailedLateIsStillRead(t *testing.T) {
+	fake := newFake()
+	s := started(t, fake)
+	labels := map[string]string{testLabel: "container"}
+	end := s.own.beginCreate("late")
+	id, err := fake.CreateContainer(context.Background(), "late", &container.Config{Image: testImage, Labels: maps.Clone(labels)}, &container.HostConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the create event held back", func() bool {
+		s.own.mu.Lock()
+		defer s.own.mu.Unlock()
+		return len(s.own.creating["late"]) == 1
+	})
+	s.mu.RLock()
+	_, read := s.entries[id]
+	s.mu.RUnlock()
+	if read {
+		t.Fatal("the held-back create was read by the follower")
+	}
+	// What Store.CreateContainer does when Docker's answer was an error.
+	for _, made := range end() {
+		s.refreshAfter(context.Background(), made)
+	}
+	same(t, s, fake, id)
+}
+
+// A call that succeeded without an echo (a stop of a stopped container: Docker sends no die)
+// ends after echoWait, and the container's next events are read by the follower as before.
+func TestACallWithoutAnEchoEnds(t *testing.T) {
+	old := echoWait
+	echoWait = 50 * time.Millisecond
+	t.Cleanup(func() { echoWait = old })
+	fake := newFake()
+	s := started(t, fake)
+	ctx := context.Background()
+	id := create(t, s, "stopped", "container")
+	if err := s.StopContainer(ctx, id, time.Second); err != nil { // never started: no die
+		t.Fatal(err)
+	}
+	eventually(t, "the stop ended", func() bool {
+		s.own.mu.Lock()
+		defer s.own.mu.Unlock()
+		return len(s.own.running[id]) == 0
+	})
+	if err := fake.StartContainer(ctx, id); err != nil { // behind our back
+		t.Fatal(err)
+	}
+	if err := fake.ExitContainer(id, 7); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the start and exit behind our back read", func() bool { return stateOf(t, s, id) == "exited" })
 	same(t, s, fake, id)
 }

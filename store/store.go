@@ -249,10 +249,11 @@ func (s *Store) follow(ctx context.Context, msgs <-chan events.Message, errs <-c
 				return ctx.Err()
 			}
 			wg.Add(1)
-			go func(id string, action events.Action) {
+			go func(m events.Message) {
+				id, action := m.Actor.ID, m.Action
 				defer func() { <-sem; wg.Done() }()
-				if s.own.deferEvent(id) {
-					return // our call on it refreshes it once more when it ends
+				if s.own.deferEvent(id, m) {
+					return // our call on it reads the change
 				}
 				if err := s.Refresh(ctx, id); err != nil {
 					if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
@@ -267,7 +268,7 @@ func (s *Store) follow(ctx context.Context, msgs <-chan events.Message, errs <-c
 					default:
 					}
 				}
-			}(m.Actor.ID, m.Action)
+			}(m)
 		case err, ok := <-errs:
 			if !ok || err == nil {
 				return errors.New("Docker's event stream ended")
@@ -603,28 +604,40 @@ func (s *Store) matcher(opts container.ListOptions) (func(container.Summary) boo
 // The calls that change a container refresh it before they return.
 
 func (s *Store) CreateContainer(ctx context.Context, name string, cfg *container.Config, hc *container.HostConfig) (string, error) {
+	endCreate := s.own.beginCreate(name)
 	id, err := s.Client.CreateContainer(ctx, name, cfg, hc)
-	if err == nil {
-		end := s.own.begin(id)
-		s.refreshAfter(ctx, id)
-		s.endOwnCall(ctx, id, end)
+	if err != nil {
+		// Docker may have made it all the same (our context ended first): what its create
+		// event named is read now, as the follower would have.
+		for _, made := range endCreate() {
+			s.refreshAfter(ctx, made)
+		}
+		return id, err
 	}
-	return id, err
+	call := s.own.begin(id, events.ActionCreate)
+	if slices.Contains(endCreate(), id) {
+		s.own.echoed(call) // its create event came before Docker's answer
+	}
+	s.refreshAfter(ctx, id)
+	s.endOwnCall(ctx, call, true)
+	return id, nil
 }
 
 func (s *Store) StartContainer(ctx context.Context, id string) error {
-	end := s.own.begin(id)
+	call := s.own.begin(id, events.ActionStart)
 	err := s.Client.StartContainer(ctx, id)
 	s.refreshAfter(ctx, id) // a failed start changes the state too (its error)
-	s.endOwnCall(ctx, id, end)
+	s.endOwnCall(ctx, call, err == nil)
 	return err
 }
 
+// StopContainer's echo is the die event: Docker answers a stop once the container's state is
+// stopped, and sends the event after it set that state.
 func (s *Store) StopContainer(ctx context.Context, id string, timeout time.Duration) error {
-	end := s.own.begin(id)
+	call := s.own.begin(id, events.ActionDie)
 	err := s.Client.StopContainer(ctx, id, timeout)
 	s.refreshAfter(ctx, id)
-	s.endOwnCall(ctx, id, end)
+	s.endOwnCall(ctx, call, err == nil)
 	return err
 }
 
@@ -636,33 +649,59 @@ func (s *Store) RemoveContainer(ctx context.Context, id string, opts container.R
 			full = c.ID
 		}
 	}
-	end := s.own.begin(full)
+	call := s.own.begin(full)
 	err := s.Client.RemoveContainer(ctx, id, opts)
 	if err == nil && isFullID(full) {
+		// Gone for good (an ID is never used again): the events of its end need no reading.
+		s.own.gone(full)
 		s.forget(full)
-	} else {
-		s.refreshAfter(ctx, full)
+		s.own.end(call, true)
+		return nil
 	}
-	s.endOwnCall(ctx, full, end)
+	s.refreshAfter(ctx, full)
+	s.endOwnCall(ctx, call, false)
 	return err
 }
 
 func (s *Store) UpdateContainer(ctx context.Context, id string, update container.UpdateConfig) ([]string, error) {
-	end := s.own.begin(id)
+	call := s.own.begin(id, events.ActionUpdate)
 	warnings, err := s.Client.UpdateContainer(ctx, id, update)
 	if err == nil {
 		s.refreshAfter(ctx, id)
 	}
-	s.endOwnCall(ctx, id, end)
+	s.endOwnCall(ctx, call, err == nil)
 	return warnings, err
 }
 
-// endOwnCall ends our call on id, refreshing id again when an event for it came meanwhile:
-// the refresh after the call may have read Docker before that event's change.
-func (s *Store) endOwnCall(ctx context.Context, id string, end func() bool) {
-	if end() {
-		s.refreshAfter(ctx, id)
+// endOwnCall ends our call, refreshing its container again when an event for it came meanwhile
+// that the refresh after the call may have read Docker before. A call that succeeded ends
+// when its echo came, after it returned.
+func (s *Store) endOwnCall(ctx context.Context, call *ownCall, succeeded bool) {
+	if !succeeded || s.own.hasEchoed(call) {
+		if s.own.end(call, succeeded) {
+			s.refreshAfter(ctx, call.id)
+		}
+		return
 	}
+	go func() {
+		if !s.own.awaitEcho(call, s.stop) {
+			return
+		}
+		action, again := s.own.endWith(call, succeeded)
+		if !again {
+			return
+		}
+		// After the call returned, an event's refresh as the follower makes it: one that
+		// times out behind a busy container is retried with more patience.
+		ctx := context.WithoutCancel(ctx)
+		if err := s.Refresh(ctx, call.id); err != nil {
+			if errors.Is(err, context.DeadlineExceeded) {
+				s.retryRefresh(ctx, call.id, action)
+				return
+			}
+			s.unsync(err)
+		}
+	}()
 }
 
 // refreshAfter refreshes a container after our own call; should Docker not answer, the store
@@ -772,38 +811,159 @@ func (c *imageCache) clear() {
 // ownCalls counts our own calls in flight per container. An event for a container with a call
 // in flight is not refreshed by the follower but noted, and the call refreshes the container
 // again when it ends, if the event came after the call's own refresh was asked (one that came
-// before, such as the start event of our own start, is read by that refresh). Docker holds a container's lock for the whole of a start or stop, so an
-// inspect made then waits for it: on a node starting 100 pods at once a start took over 10 s,
-// the follower's inspect after the create event timed out, and every read went to Docker until
-// a full relist.
+// before is read by that refresh). Docker holds a container's lock for the whole of a start or
+// stop, so an inspect made then waits for it: on a node starting 100 pods at once a start took
+// over 10 s, the follower's inspect after the create event timed out, and every read went to
+// Docker until a full relist.
+//
+// A call's echoes are the events Docker sends for the call itself (the start event of our
+// start): Docker makes their change before it answers the call, so the refresh after the call
+// reads it, although the event itself comes later, usually after the refresh. A call that
+// succeeded stays in flight until its echo came (at most echoWait), and its echoes cost no
+// second inspect; any other event does (a container that exits as it starts). Docker's events
+// come in order, so an event after the echo is one the follower reads.
 type ownCalls struct {
 	mu      sync.Mutex
-	running map[string]int
-	events  map[string]bool
+	running map[string][]*ownCall
+	// came is the actions of the events noted for a container since its refresh was last asked.
+	came map[string][]events.Action
+	// creating is our creates in flight by container name, with the IDs of the create events
+	// that came for that name meanwhile (the ID is not known before Docker answers).
+	creating map[string][]string
+	// removed is the containers we removed whose destroy event has not come yet (the last
+	// removedKept of them): an event for one has nothing left to read.
+	removed      map[string]bool
+	removedOrder []string
 }
 
-// begin marks a call on id in flight. The function it returns ends the call and reports
-// whether an event for id came meanwhile.
-func (o *ownCalls) begin(id string) (end func() bool) {
-	o.mu.Lock()
+// ownCall is one call of ours on a container.
+type ownCall struct {
+	id     string
+	echoes []events.Action
+	// echoed says an echo came since the call began; event is signalled at every event noted.
+	echoed bool
+	event  chan struct{}
+}
+
+// removedKept bounds ownCalls.removed, for destroy events that never come (a broken stream).
+const removedKept = 256
+
+// echoWait bounds how long a call that succeeded waits for its echo (Docker sends none for a
+// start of a running container or a stop of a stopped one).
+var echoWait = 2 * time.Second
+
+func (o *ownCalls) init() {
 	if o.running == nil {
-		o.running, o.events = map[string]int{}, map[string]bool{}
+		o.running, o.came, o.creating = map[string][]*ownCall{}, map[string][]events.Action{}, map[string][]string{}
+		o.removed = map[string]bool{}
 	}
-	o.running[id]++
+}
+
+// begin marks a call on id in flight, whose own events are echoes.
+func (o *ownCalls) begin(id string, echoes ...events.Action) *ownCall {
+	c := &ownCall{id: id, echoes: echoes, event: make(chan struct{}, 1)}
+	o.mu.Lock()
+	o.init()
+	o.running[id] = append(o.running[id], c)
 	o.mu.Unlock()
-	return func() bool {
+	return c
+}
+
+// hasEchoed reports whether the call has nothing more to wait for: an echo came, or an event
+// that is not one (which is read at the call's end, and after which no echo can come).
+func (o *ownCalls) hasEchoed(c *ownCall) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return c.echoed || len(c.echoes) == 0 || slices.ContainsFunc(o.came[c.id], func(a events.Action) bool { return !slices.Contains(c.echoes, a) })
+}
+
+// echoed notes that the call's echo came.
+func (o *ownCalls) echoed(c *ownCall) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	c.echoed = true
+}
+
+// awaitEcho waits, at most echoWait, until the call has nothing more to wait for; false if
+// the store closed meanwhile.
+func (o *ownCalls) awaitEcho(c *ownCall, stop <-chan struct{}) bool {
+	timeout := time.NewTimer(echoWait)
+	defer timeout.Stop()
+	for !o.hasEchoed(c) {
+		select {
+		case <-c.event:
+		case <-timeout.C:
+			return true
+		case <-stop:
+			return false
+		}
+	}
+	return true
+}
+
+// end ends the call (succeeded: whether Docker did what was asked) and reports whether an
+// event for its container came meanwhile that the call's refresh may have read Docker before.
+func (o *ownCalls) end(c *ownCall, succeeded bool) bool {
+	_, again := o.endWith(c, succeeded)
+	return again
+}
+
+// endWith is end, also naming the action of the event to read.
+func (o *ownCalls) endWith(c *ownCall, succeeded bool) (events.Action, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	calls := slices.DeleteFunc(o.running[c.id], func(r *ownCall) bool { return r == c })
+	if len(calls) > 0 {
+		o.running[c.id] = calls
+		return "", false // another call on it is still running: it reads these events too
+	}
+	came := o.came[c.id]
+	delete(o.running, c.id)
+	delete(o.came, c.id)
+	for _, a := range came {
+		if !succeeded || !slices.Contains(c.echoes, a) {
+			return a, true
+		}
+	}
+	return "", false
+}
+
+// beginCreate marks our create of a container named name in flight: its create event is the
+// create's to read. The function it returns ends it and gives the IDs of the create events
+// that came for the name meanwhile (for a create that failed after all: Docker may have made
+// the container).
+func (o *ownCalls) beginCreate(name string) (end func() []string) {
+	name = strings.TrimPrefix(name, "/")
+	o.mu.Lock()
+	o.init()
+	_, dup := o.creating[name]
+	if !dup {
+		o.creating[name] = []string{}
+	}
+	o.mu.Unlock()
+	return func() []string {
+		if dup {
+			return nil // Docker refuses one of two creates of one name; the other's is kept
+		}
 		o.mu.Lock()
 		defer o.mu.Unlock()
-		came := o.events[id]
-		if o.running[id]--; o.running[id] == 0 {
-			delete(o.running, id)
-			delete(o.events, id)
-		} else {
-			// Another call on id is still running: it sees this event too.
-			came = false
-		}
-		return came
+		ids := o.creating[name]
+		delete(o.creating, name)
+		return ids
 	}
+}
+
+// gone notes that our removal of id succeeded.
+func (o *ownCalls) gone(id string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.init()
+	if len(o.removedOrder) == removedKept {
+		delete(o.removed, o.removedOrder[0])
+		o.removedOrder = o.removedOrder[1:]
+	}
+	o.removed[id] = true
+	o.removedOrder = append(o.removedOrder, id)
 }
 
 // covered forgets the events noted for id: a refresh of id is about to be asked, which reads
@@ -811,20 +971,41 @@ func (o *ownCalls) begin(id string) (end func() bool) {
 func (o *ownCalls) covered(id string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.running[id] > 0 {
-		o.events[id] = false
+	if len(o.running[id]) > 0 {
+		o.came[id] = o.came[id][:0]
 	}
 }
 
-// deferEvent reports whether a call on id is in flight, noting the event for its end if so.
-func (o *ownCalls) deferEvent(id string) bool {
+// deferEvent reports whether a call of ours will read the change of event m on container id:
+// a call on id is in flight (the event is noted for its end), or m is the create event of our
+// create in flight of that name; or there is nothing to read: we removed id.
+func (o *ownCalls) deferEvent(id string, m events.Message) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.running[id] == 0 {
-		return false
+	if o.removed[id] {
+		if m.Action == events.ActionDestroy {
+			delete(o.removed, id) // its last event; the order list keeps it until it is cut
+		}
+		return true
 	}
-	o.events[id] = true
-	return true
+	if calls := o.running[id]; len(calls) > 0 {
+		if !slices.Contains(o.came[id], m.Action) {
+			o.came[id] = append(o.came[id], m.Action)
+		}
+		for _, c := range calls {
+			c.echoed = c.echoed || slices.Contains(c.echoes, m.Action)
+			select {
+			case c.event <- struct{}{}:
+			default:
+			}
+		}
+		return true
+	}
+	if ids, ok := o.creating[m.Actor.Attributes["name"]]; ok && m.Action == events.ActionCreate {
+		o.creating[m.Actor.Attributes["name"]] = append(ids, id)
+		return true
+	}
+	return false
 }
 
 // keyedLocks is one mutex per key, dropped when nobody holds or waits for it.
