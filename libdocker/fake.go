@@ -437,7 +437,9 @@ func FakeImage(id, user string, tags ...string) image.InspectResponse {
 func (f *Fake) AddImage(img image.InspectResponse) string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.storeImage(clone(img))
+	id := f.storeImage(clone(img))
+	f.emitImage(events.ActionLoad, id, id)
+	return id
 }
 
 // AddPullable makes PullImage(ref) succeed and store img tagged with ref, with the repo digest
@@ -700,6 +702,7 @@ func (f *Fake) PullImage(ctx context.Context, ref string, auth registry.AuthConf
 	}
 	f.pulledNames(&img, want)
 	f.storeImage(clone(img))
+	f.emitImage(events.ActionPull, want, want)
 	return nil
 }
 
@@ -729,10 +732,24 @@ func (f *Fake) pullNotFound(want string) error {
 	return dErr(cerrdefs.ErrNotFound, "pull access denied for %s, repository does not exist or may require 'docker login': denied: requested access to the resource is denied", repo)
 }
 
-// RemoveImage implements Client with the daemon's ImageDelete rules.
+// RemoveImage implements Client with the daemon's ImageDelete rules, and its untag and delete
+// events.
 func (f *Fake) RemoveImage(ctx context.Context, ref string, opts image.RemoveOptions) ([]image.DeleteResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	records, err := f.removeImageLocked(ctx, ref, opts)
+	for _, r := range records {
+		if r.Untagged != "" {
+			f.emitImage(events.ActionUnTag, r.Untagged, r.Untagged)
+		}
+		if r.Deleted != "" {
+			f.emitImage(events.ActionDelete, r.Deleted, r.Deleted)
+		}
+	}
+	return records, err
+}
+
+func (f *Fake) removeImageLocked(ctx context.Context, ref string, opts image.RemoveOptions) ([]image.DeleteResponse, error) {
 	if err := f.enter(ctx, "RemoveImage"); err != nil {
 		return nil, err
 	}

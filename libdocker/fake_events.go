@@ -32,11 +32,20 @@ func (f *Fake) emit(c *fakeContainer, action events.Action, extra map[string]str
 	for k, v := range extra {
 		attrs[k] = v
 	}
+	f.deliver(events.ContainerEventType, action, events.Actor{ID: c.resp.ID, Attributes: attrs})
+}
+
+// emitImage publishes an image event as Docker does: a pull names the reference pulled, the
+// others the image ID, with the reference in the name attribute; f.mu must be held.
+func (f *Fake) emitImage(action events.Action, id, name string) {
+	f.deliver(events.ImageEventType, action, events.Actor{ID: id, Attributes: map[string]string{"name": name}})
+}
+
+func (f *Fake) deliver(typ events.Type, action events.Action, actor events.Actor) {
 	now := time.Now()
 	msg := events.Message{
-		Type: events.ContainerEventType, Action: action, Scope: "local",
-		Actor: events.Actor{ID: c.resp.ID, Attributes: attrs},
-		Time:  now.Unix(), TimeNano: now.UnixNano(),
+		Type: typ, Action: action, Scope: "local", Actor: actor,
+		Time: now.Unix(), TimeNano: now.UnixNano(),
 	}
 	for _, sub := range f.subscribers {
 		if !sub.matches(msg) {
@@ -82,8 +91,9 @@ func (f *Fake) EventSubscribers() int {
 }
 
 // Events implements Client: container events (create, start, die, stop, update, destroy) with
-// the container's labels, name and image as attributes, and the type, event, container and
-// label filters. Since and Until are not emulated.
+// the container's labels, name and image as attributes, image events (load for AddImage,
+// pull, untag, delete), and the type, event, container and label filters. Since and Until are
+// not emulated.
 func (f *Fake) Events(ctx context.Context, opts events.ListOptions) (<-chan events.Message, <-chan error) {
 	msgs := make(chan events.Message)
 	errs := make(chan error, 1)

@@ -32,6 +32,7 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/registry"
 	"github.com/sirupsen/logrus"
 
 	"github.com/cri-dockerd/cri-dockerd/libdocker"
@@ -96,7 +97,7 @@ func Wrap(docker libdocker.Client, opts Options) *Store {
 	return &Store{
 		Client: docker, label: opts.Label, log: log.WithField("component", "store"),
 		entries: map[string]*entry{}, stop: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1),
-		images: imageCache{byID: map[string]*image.InspectResponse{}},
+		images: imageCache{byRef: map[string]*image.InspectResponse{}},
 	}
 }
 
@@ -742,10 +743,13 @@ func (s *Store) unsync(err error) {
 	}
 }
 
-// InspectImage answers an inspect by image ID (sha256:…, what containers carry) from memory,
-// once Docker answered it; Docker's image events clear the cache.
+// InspectImage answers an inspect by image ID or by name from memory, once Docker answered it:
+// what a name or an ID resolves to changes only with a pull, tag, untag, delete, load or
+// import, whose image events clear the cache, and our own pulls and removals clear it before
+// they return. The kubelet asks the status of a pod's image by name for every container it
+// starts, and we inspect the pause image for every sandbox: 300 image inspects for 100 pods.
 func (s *Store) InspectImage(ctx context.Context, ref string) (*image.InspectResponse, error) {
-	if !isImageID(ref) || !s.Synced() {
+	if !s.Synced() {
 		return s.Client.InspectImage(ctx, ref)
 	}
 	if img, ok := s.images.get(ref); ok {
@@ -759,22 +763,31 @@ func (s *Store) InspectImage(ctx context.Context, ref string) (*image.InspectRes
 	return img, err
 }
 
-func isImageID(ref string) bool {
-	return strings.HasPrefix(ref, "sha256:") && isFullID(strings.TrimPrefix(ref, "sha256:"))
+// PullImage and RemoveImage change what names resolve to: the cache is cleared before they
+// return, not only when their events come.
+func (s *Store) PullImage(ctx context.Context, ref string, auth registry.AuthConfig, progressDeadline time.Duration) error {
+	defer s.images.clear()
+	return s.Client.PullImage(ctx, ref, auth, progressDeadline)
 }
 
-// imageCache holds image inspects by ID. An entry is copied out to each reader; one that was
-// asked before the last clear is not stored (it may predate the event that cleared it).
+func (s *Store) RemoveImage(ctx context.Context, ref string, opts image.RemoveOptions) ([]image.DeleteResponse, error) {
+	defer s.images.clear()
+	return s.Client.RemoveImage(ctx, ref, opts)
+}
+
+// imageCache holds image inspects by the reference asked (an ID or a name). An entry is copied
+// out to each reader; one that was asked before the last clear is not stored (it may predate
+// the event that cleared it).
 type imageCache struct {
 	mu   sync.Mutex
 	gen  uint64
-	byID map[string]*image.InspectResponse
+	byRef map[string]*image.InspectResponse
 }
 
 func (c *imageCache) get(id string) (*image.InspectResponse, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	img, ok := c.byID[id]
+	img, ok := c.byRef[id]
 	if !ok {
 		return nil, false
 	}
@@ -797,7 +810,7 @@ func (c *imageCache) put(id string, img *image.InspectResponse, gen uint64) {
 		cp := *img
 		cp.RepoTags = append([]string(nil), img.RepoTags...)
 		cp.RepoDigests = append([]string(nil), img.RepoDigests...)
-		c.byID[id] = &cp
+		c.byRef[id] = &cp
 	}
 }
 
@@ -805,7 +818,7 @@ func (c *imageCache) clear() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
-	clear(c.byID)
+	clear(c.byRef)
 }
 
 // ownCalls counts our own calls in flight per container. An event for a container with a call

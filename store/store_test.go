@@ -11,6 +11,8 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/registry"
 
 	"github.com/cri-dockerd/cri-dockerd/libdocker"
 )
@@ -389,4 +391,59 @@ func TestListGenerationMovesWithWhatListsShow(t *testing.T) {
 	}
 	fake.InjectPersistentError("Events", nil)
 	eventually(t, "synced again", s.Synced)
+}
+
+// Image inspects by name or ID are answered from memory until an image event (here a removal
+// behind our back) or our own pull or removal changes what a name resolves to.
+func TestImageInspectsAreKeptUntilImagesChange(t *testing.T) {
+	fake := newFake()
+	s := started(t, fake)
+	ctx := context.Background()
+	inspects := func() int { return fake.Calls("InspectImage") }
+	first, err := s.InspectImage(ctx, testImage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := inspects()
+	again, err := s.InspectImage(ctx, testImage)
+	if err != nil || again.ID != first.ID || inspects() != before {
+		t.Fatalf("second inspect by name: %v, %d Docker calls, want the first's answer and none", err, inspects()-before)
+	}
+	again.RepoTags[0] = "changed by a reader"
+	if mine, _ := s.InspectImage(ctx, testImage); mine.RepoTags[0] != testImage {
+		t.Errorf("a reader's change reached the cache: %v", mine.RepoTags)
+	}
+
+	if _, err := fake.RemoveImage(ctx, testImage, image.RemoveOptions{}); err != nil { // behind our back
+		t.Fatal(err)
+	}
+	eventually(t, "the removal read", func() bool {
+		_, err := s.InspectImage(ctx, testImage)
+		return libdocker.IsNotFound(err)
+	})
+
+	// Our own pull of a newer image of the name, and our removal: the next inspect sees each
+	// at once, whenever its event comes.
+	fake.AddPullable(testImage, libdocker.FakeImage("", "", testImage))
+	if err := s.PullImage(ctx, testImage, registry.AuthConfig{}, 0); err != nil {
+		t.Fatal(err)
+	}
+	old, err := s.InspectImage(ctx, testImage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newer := libdocker.FakeImage("", "", testImage)
+	fake.AddPullable(testImage, newer)
+	if err := s.PullImage(ctx, testImage, registry.AuthConfig{}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.InspectImage(ctx, testImage); err != nil || got.ID != newer.ID {
+		t.Errorf("inspect right after our pull: %v, %+v, want the newer %s (the older was %s)", err, got, newer.ID, old.ID)
+	}
+	if _, err := s.RemoveImage(ctx, testImage, image.RemoveOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.InspectImage(ctx, testImage); !libdocker.IsNotFound(err) {
+		t.Errorf("inspect right after our removal: %v, want NotFound", err)
+	}
 }
