@@ -779,8 +779,8 @@ func (s *Store) RemoveImage(ctx context.Context, ref string, opts image.RemoveOp
 // out to each reader; one that was asked before the last clear is not stored (it may predate
 // the event that cleared it).
 type imageCache struct {
-	mu   sync.Mutex
-	gen  uint64
+	mu    sync.Mutex
+	gen   uint64
 	byRef map[string]*image.InspectResponse
 }
 
