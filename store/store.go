@@ -27,6 +27,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/filters"
@@ -66,6 +67,21 @@ type Store struct {
 	// listGen counts the changes of what ListContainers answers: an entry's list item, the set
 	// of entries, synced. Changed under mu, after the change.
 	listGen atomic.Uint64
+	// conn counts the relists that synced the store, one per connection of the event stream
+	// (under mu).
+	conn    uint64
+	version versionCache
+}
+
+// versionCache is Docker's version, asked once per connection of the event stream: it changes
+// only when dockerd restarts, which ends the stream. Docker answers /version by running runc
+// and docker-init for theirs: on a node starting 100 pods a call took 0.5 s on average
+// (upstream cri-dockerd keeps the answer 60 s).
+type versionCache struct {
+	mu   sync.Mutex
+	conn uint64
+	ok   bool
+	v    types.Version
 }
 
 // entry is one container as Docker last described it: the inspect (never changed: each reader
@@ -331,6 +347,7 @@ func (s *Store) resync(ctx context.Context) error {
 		}
 	}
 	s.synced = true
+	s.conn++
 	s.listGen.Add(1)
 	s.mu.Unlock()
 	s.images.clear()
@@ -761,6 +778,40 @@ func (s *Store) InspectImage(ctx context.Context, ref string) (*image.InspectRes
 		s.images.put(ref, img, gen)
 	}
 	return img, err
+}
+
+// Version answers Docker's version from memory while the store follows the same dockerd's
+// events.
+func (s *Store) Version(ctx context.Context) (types.Version, error) {
+	connection := func() (uint64, bool) {
+		s.mu.RLock()
+		defer s.mu.RUnlock()
+		return s.conn, s.synced
+	}
+	conn, synced := connection()
+	if !synced {
+		return s.Client.Version(ctx)
+	}
+	c := &s.version
+	c.mu.Lock()
+	if c.ok && c.conn == conn {
+		v := c.v
+		v.Components = slices.Clone(v.Components)
+		c.mu.Unlock()
+		return v, nil
+	}
+	c.mu.Unlock()
+	v, err := s.Client.Version(ctx)
+	if err != nil {
+		return v, err
+	}
+	if now, synced := connection(); synced && now == conn {
+		c.mu.Lock()
+		c.conn, c.ok, c.v = conn, true, v
+		c.v.Components = slices.Clone(v.Components)
+		c.mu.Unlock()
+	}
+	return v, nil
 }
 
 // PullImage and RemoveImage change what names resolve to: the cache is cleared before they

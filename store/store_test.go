@@ -447,3 +447,30 @@ func TestImageInspectsAreKeptUntilImagesChange(t *testing.T) {
 		t.Errorf("inspect right after our removal: %v, want NotFound", err)
 	}
 }
+
+// Docker's version is asked once per connection of the event stream: a restart of dockerd (an
+// upgrade, here) ends the stream, and the version is asked again after the relist.
+func TestVersionIsAskedOncePerDockerd(t *testing.T) {
+	fake := newFake()
+	s := started(t, fake)
+	ctx := context.Background()
+	first, err := s.Version(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := fake.Calls("Version")
+	if again, err := s.Version(ctx); err != nil || again.Version != first.Version || fake.Calls("Version") != calls {
+		t.Fatalf("second Version: %v, %q, %d Docker calls, want %q from memory", err, again.Version, fake.Calls("Version")-calls, first.Version)
+	}
+	fake.SetAPIVersion("1.51") // the upgraded dockerd
+	fake.BreakEvents(errors.New("unexpected EOF"))
+	eventually(t, "synced again after the restart", func() bool {
+		s.mu.RLock()
+		defer s.mu.RUnlock()
+		return s.synced && s.conn == 2
+	})
+	upgraded, err := s.Version(ctx)
+	if err != nil || upgraded.Version == first.Version || upgraded.APIVersion != "1.51" {
+		t.Errorf("Version after the restart: %v, %q API %s, want the upgraded engine's (was %q)", err, upgraded.Version, upgraded.APIVersion, first.Version)
+	}
+}
