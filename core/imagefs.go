@@ -27,6 +27,11 @@ type diskUsageCache struct {
 	usage   types.DiskUsage
 }
 
+// diskUsageMaxAge is how long Docker's disk usage is answered again: 30 s, as upstream
+// cri-dockerd. Docker sums every container's writable layer for it, and the kubelet asks every
+// 10 s (its eviction manager); its image garbage collection looks every 5 min.
+const diskUsageMaxAge = 30 * time.Second
+
 func newDiskUsageCache(docker libdocker.Client, maxAge time.Duration) *diskUsageCache {
 	return &diskUsageCache{docker: docker, maxAge: maxAge}
 }

@@ -146,7 +146,7 @@ func New(ctx context.Context, docker libdocker.Client, opts Options) (*Service, 
 		log:       logrus.NewEntry(opts.Logger),
 		runtimes:  newRuntimeCache(docker, 5*time.Second),
 		sandboxes: newSandboxIndex(),
-		diskUsage: newDiskUsageCache(docker, 10*time.Second),
+		diskUsage: newDiskUsageCache(docker, diskUsageMaxAge),
 		net:       opts.Network,
 	}
 	s.layers = newLayersRoots(s)
