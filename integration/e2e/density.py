@@ -15,6 +15,7 @@ import argparse
 import concurrent.futures
 import json
 import os
+import re
 import ssl
 import subprocess
 import threading
@@ -94,21 +95,35 @@ class Watcher(threading.Thread):
             return len(self.running)
 
 
-def kubelet_runtime_ops(metrics_url):
-    """Sums and counts of kubelet_runtime_operations_duration_seconds per operation type."""
+def histogram_ops(metrics_url, metric, label):
+    """Sums and counts of the histogram metric per value of label, from a /metrics URL."""
     ops = {}
+    if not metrics_url:
+        return ops
     try:
         text = urllib.request.urlopen(metrics_url, context=CTX, timeout=30).read().decode()
     except Exception as e:  # the figures are a report, not a check
         return {"error": str(e)}
     for line in text.splitlines():
         for kind in ("sum", "count"):
-            prefix = "kubelet_runtime_operations_duration_seconds_" + kind + "{"
+            prefix = metric + "_" + kind + "{"
             if line.startswith(prefix):
                 labels, value = line[len(prefix):].rsplit("} ", 1)
-                op = dict(kv.split("=", 1) for kv in labels.split(",")).get("operation_type", "?").strip('"')
+                # Label values may hold commas and spaces ("GET /containers/{id}/json").
+                pairs = re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', labels)
+                op = dict(pairs).get(label, "?")
                 ops.setdefault(op, {})[kind] = float(value)
     return ops
+
+
+def kubelet_runtime_ops(metrics_url):
+    """Sums and counts of kubelet_runtime_operations_duration_seconds per operation type."""
+    return histogram_ops(metrics_url, "kubelet_runtime_operations_duration_seconds", "operation_type")
+
+
+def docker_ops(metrics_url):
+    """Ours only: the Docker calls it made, per operation (cri_dockerd_docker_operation_duration_seconds)."""
+    return histogram_ops(metrics_url, "cri_dockerd_docker_operation_duration_seconds", "operation")
 
 
 def ops_delta(before, after):
@@ -135,13 +150,14 @@ def sandboxes_left(crictl):
     return len(out.split())
 
 
-def batch(api, n, image, node, metrics_url, crictl, timeout):
+def batch(api, n, image, node, metrics_url, crictl, timeout, cri_metrics=None):
     name = "d%d-%d" % (n, int(time.time()))
     watcher = Watcher(api, name)
     watcher.start()
     if not watcher.ready.wait(30):
         raise SystemExit("density: the watch did not start")
     ops_before = kubelet_runtime_ops(metrics_url)
+    docker_before = docker_ops(cri_metrics)
     posted = {}
 
     def post(i):
@@ -165,6 +181,8 @@ def batch(api, n, image, node, metrics_url, crictl, timeout):
         "max_s": latencies and round(max(latencies), 2),
         "kubelet_runtime_ops": ops_delta(ops_before, kubelet_runtime_ops(metrics_url)),
     }
+    if cri_metrics:
+        result["docker_ops"] = ops_delta(docker_before, docker_ops(cri_metrics))
     return name, result
 
 
@@ -250,6 +268,12 @@ def print_report(outdir):
         for op in sorted(set(oo) | set(uo), key=lambda o: -(oo.get(o, {}).get("calls", 0))):
             a, b = oo.get(op, {}), uo.get(op, {})
             print("  %-28s %5s %8s | %5s %8s" % (op, a.get("calls", "-"), a.get("mean_s", "-"), b.get("calls", "-"), b.get("mean_s", "-")))
+    # Ours only (upstream has no such metric): the Docker calls behind those CRI calls.
+    if od and od["batches"] and od["batches"][-1].get("docker_ops"):
+        last = od["batches"][-1]
+        print("\nours: Docker calls in the %d-pod batch (calls, mean s, per pod)" % last["pods"])
+        for op, v in sorted(last["docker_ops"].items(), key=lambda kv: -kv[1]["calls"]):
+            print("  %-34s %5d %8s %6.2f" % (op, v["calls"], v["mean_s"], v["calls"] / last["pods"]))
 
 
 def main():
@@ -265,6 +289,7 @@ def main():
     ap.add_argument("--pid", action="append", default=[], help="NAME=PID whose idle CPU to sample")
     ap.add_argument("--idle", type=float, default=30)
     ap.add_argument("--cri-pprof", help="the CRI runtime's /debug/pprof/profile URL, to profile the idle window")
+    ap.add_argument("--cri-metrics", help="ours' /metrics URL, to count the Docker calls of each batch")
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--out")
     ap.add_argument("--cri-floor", type=int, default=0,
@@ -286,7 +311,7 @@ def main():
     report = {"batches": []}
     counts = [int(c) for c in args.counts.split(",") if c]
     for i, n in enumerate(counts):
-        name, result = batch(api, n, args.image, args.node, args.kubelet_metrics, crictl, args.timeout)
+        name, result = batch(api, n, args.image, args.node, args.kubelet_metrics, crictl, args.timeout, args.cri_metrics)
         print("density: %d pods: %d Running, p50 %s s, p99 %s s, wall %s s" % (n, result["running"], result["p50_s"], result["p99_s"], result["wall_s"]), flush=True)
         if i == len(counts) - 1 and result["running"] == n:
             time.sleep(5)  # let the last starts' follow-up work (status, PLEG) settle

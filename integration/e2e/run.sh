@@ -203,7 +203,8 @@ log "loaded $BUSYBOX_IMAGE and $PAUSE_IMAGE in $(since "$t0") s"
 printf 'runtime-endpoint: unix://%s\nimage-endpoint: unix://%s\ntimeout: 30\n' "$RUN/cri.sock" "$RUN/cri.sock" >"$RUN/crictl.yaml"
 crictl() { "$CRICTL" --config "$RUN/crictl.yaml" "$@"; }
 log "starting $BINARY on unix://$RUN/cri.sock (log: $OUT/cri-dockerd.log)"
-# The density run profiles the idle CPU of a binary that serves pprof (ours; upstream has none).
+# The density run profiles the idle CPU of a binary that serves pprof and metrics (ours;
+# upstream has none), and counts its Docker calls.
 CRI_PPROF=()
 if [[ -n $DENSITY ]] && "$BINARY" --help 2>&1 | grep -q -- --metrics-bind-addr; then
   CRI_PPROF=(--metrics-bind-addr "127.0.0.1:$(free_port)")
@@ -382,6 +383,7 @@ if [[ -n $DENSITY ]]; then
     --crictl "$CRICTL --config $RUN/crictl.yaml" --pid "dockerd=$dockerd_pid" \
     ${containerd_pid:+--pid "containerd=$containerd_pid"} --pid "cri=${pids[crid]}" \
     ${CRI_PPROF[1]:+--cri-pprof "http://${CRI_PPROF[1]}/debug/pprof/profile"} \
+    ${CRI_PPROF[1]:+--cri-metrics "http://${CRI_PPROF[1]}/metrics"} \
     --out "$OUT/density.json" || die "the density run failed"
   echo "== e2e density: figures in $OUT/density.json and $OUT/density-floor.json"
   exit 0
