@@ -87,6 +87,20 @@ type Config struct {
 	// RuntimeCgroups is the cgroup Docker's daemons (dockerd, containerd) are kept in, as
 	// upstream's --runtime-cgroups; "" leaves them where they are.
 	RuntimeCgroups string
+	// MaxConcurrentStarts bounds the container starts asked of Docker at once: 0 is four times the
+	// node's CPUs, -1 no bound.
+	MaxConcurrentStarts int
+}
+
+// ConcurrentStarts is the bound MaxConcurrentStarts means on a node of cpus CPUs (0: none).
+func (c *Config) ConcurrentStarts(cpus int) int {
+	switch {
+	case c.MaxConcurrentStarts == 0:
+		return 4 * cpus
+	case c.MaxConcurrentStarts < 0:
+		return 0
+	}
+	return c.MaxConcurrentStarts
 }
 
 // Default returns the configuration used when nothing is set.
@@ -151,6 +165,9 @@ func (c *Config) Validate() error {
 	}
 	if c.RuntimeRequestTimeout <= 0 {
 		problems = append(problems, "--runtime-request-timeout must be positive")
+	}
+	if c.MaxConcurrentStarts < -1 {
+		problems = append(problems, "--max-concurrent-starts must be a number of starts, 0 (four times the CPUs) or -1 (no bound)")
 	}
 	if c.ImagePullProgressDeadline < 0 {
 		problems = append(problems, "--image-pull-progress-deadline must not be negative")

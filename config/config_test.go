@@ -163,6 +163,8 @@ func TestValidateLimitsAtTheirEdges(t *testing.T) {
 		{[]string{"--streaming-bind-addr", "a b:1"}, "want HOST:PORT, HOST or :PORT"},
 		{[]string{"--metrics-bind-addr", "127.0.0.1:9099"}, ""},
 		{[]string{"--metrics-bind-addr", "127.0.0.1"}, "--metrics-bind-addr"},
+		{[]string{"--max-concurrent-starts", "-1"}, ""},
+		{[]string{"--max-concurrent-starts", "-2"}, "--max-concurrent-starts must be"},
 	} {
 		_, err := parse(t, tc.args, "")
 		switch {
@@ -170,6 +172,22 @@ func TestValidateLimitsAtTheirEdges(t *testing.T) {
 			t.Errorf("%q: %v, want it accepted", tc.args, err)
 		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 			t.Errorf("%q: %v, want an error saying %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+// --max-concurrent-starts: 0 is four times the CPUs, -1 no bound, a number that number.
+func TestConcurrentStarts(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{{nil, 8}, {[]string{"--max-concurrent-starts", "0"}, 8}, {[]string{"--max-concurrent-starts", "-1"}, 0}, {[]string{"--max-concurrent-starts", "3"}, 3}} {
+		cfg, err := parse(t, tc.args, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := cfg.ConcurrentStarts(2); got != tc.want {
+			t.Errorf("%q on 2 CPUs: %d starts at once, want %d", tc.args, got, tc.want)
 		}
 	}
 }

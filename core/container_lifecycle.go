@@ -10,6 +10,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-dockerd/cri-dockerd/libdocker"
+	"github.com/cri-dockerd/cri-dockerd/startgate"
 )
 
 // StartContainer starts a created container. When the pod's runtime cannot run it, the error
@@ -28,7 +29,7 @@ func (s *Service) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 	if err := s.imageVolumes.ensureMounted(ctx, c.ID); err != nil {
 		return nil, err
 	}
-	err = s.docker.StartContainer(ctx, c.ID)
+	err = s.startContainer(ctx, c.ID, startgate.Container)
 	if err == nil {
 		s.followLog(c.ID, c.Config.Labels)
 		return &runtimeapi.StartContainerResponse{}, nil
@@ -46,6 +47,20 @@ func (s *Service) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 		rt = srt
 	}
 	return nil, s.runtimeFailure(ctx, err, fmt.Sprintf("start container %q", id), rt)
+}
+
+// startWaitBound is how long a start waits for a slot of the start gate before it goes in
+// without one (a runtime whose starts hang holds the slots).
+const startWaitBound = time.Minute
+
+// startContainer asks Docker to start container id once the start gate admits it.
+func (s *Service) startContainer(ctx context.Context, id string, p startgate.Priority) error {
+	leave, err := s.starts.Enter(ctx, p)
+	if err != nil {
+		return err
+	}
+	defer leave()
+	return s.docker.StartContainer(ctx, id)
 }
 
 // StopContainer stops a container, killing it after timeout seconds. Idempotent: an unknown or

@@ -19,6 +19,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-dockerd/cri-dockerd/libdocker"
+	"github.com/cri-dockerd/cri-dockerd/startgate"
 )
 
 // cleanupTimeout bounds the removal of what a failed call created; it runs even when the
@@ -58,7 +59,7 @@ func (s *Service) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 	s.sandboxes.put(id, rt)
 	s.sandboxes.remember(id, recordOfConfig(cfg, rt))
 
-	if err := s.docker.StartContainer(ctx, id); err != nil {
+	if err := s.startContainer(ctx, id, startgate.Sandbox); err != nil {
 		s.reclaimFailedStart(ctx, id, err)
 		s.removeAfterFailure(ctx, id)
 		s.sandboxes.remove(id)

@@ -18,6 +18,7 @@ import (
 	"github.com/cri-dockerd/cri-dockerd/libdocker"
 	"github.com/cri-dockerd/cri-dockerd/listcache"
 	"github.com/cri-dockerd/cri-dockerd/network"
+	"github.com/cri-dockerd/cri-dockerd/startgate"
 )
 
 // Version of cri-dockerd, set by the linker.
@@ -63,6 +64,9 @@ type Options struct {
 	// KeepReply, when set, is told of each whole list that ListPodSandbox or ListContainers
 	// built and will reply unchanged until the next change (replycodec.Codec.Keep).
 	KeepReply func(proto.Message)
+	// ConcurrentStarts bounds the container starts asked of Docker at once (startgate); 0 is
+	// no bound.
+	ConcurrentStarts int
 
 	// imageVolumeMounter replaces mount(2) for image volumes in tests.
 	imageVolumeMounter layerMounter
@@ -93,6 +97,8 @@ type Service struct {
 	clampOOMScore bool
 	imageRemoval  sync.Mutex
 	diskUsage     *diskUsageCache
+	// starts admits the Docker starts of sandboxes and containers (startgate).
+	starts *startgate.Gate
 	// layers is where image and writable layers live, and their inode count (imagefs.go).
 	layers *layersRoots
 	logs   *containerlog.Manager
@@ -147,6 +153,7 @@ func New(ctx context.Context, docker libdocker.Client, opts Options) (*Service, 
 		runtimes:  newRuntimeCache(docker, 5*time.Second),
 		sandboxes: newSandboxIndex(),
 		diskUsage: newDiskUsageCache(docker, diskUsageMaxAge),
+		starts:    startgate.New(opts.ConcurrentStarts, startWaitBound),
 		net:       opts.Network,
 	}
 	s.layers = newLayersRoots(s)

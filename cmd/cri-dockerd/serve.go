@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"sort"
 	"strconv"
@@ -107,6 +108,7 @@ func serve(ctx context.Context, cfg *config.Config) error {
 		Streaming:                    streams,
 		Logger:                       logger,
 		KeepReply:                    replies.Keep,
+		ConcurrentStarts:             cfg.ConcurrentStarts(runtime.NumCPU()),
 	})
 	if err != nil {
 		return err
