@@ -40,6 +40,7 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/cri-dockerd/cri-dockerd/keyedmutex"
 	"github.com/cri-dockerd/cri-dockerd/libdocker"
 	"github.com/cri-dockerd/cri-dockerd/supervise"
 )
@@ -113,7 +114,7 @@ type imageVolumes struct {
 	log     *logrus.Entry
 	dir     string // ROOT/image-volumes; "" without a root directory
 	mounter layerMounter
-	locks   keyedMutex // per container ID / pending key
+	locks   keyedmutex.Mutex // per container ID / pending key
 
 	mu sync.Mutex
 	// users by container ID; a CreateContainer in progress is under "pending/" + its key.
@@ -551,7 +552,7 @@ func (v *imageVolumes) ensureMounted(ctx context.Context, id string) error {
 	if u == nil || u.set.Key == "" {
 		return nil
 	}
-	unlock := v.locks.lock(cid)
+	unlock := v.locks.Lock(cid)
 	defer unlock()
 	for _, m := range u.set.Mounts {
 		if m.Native {
@@ -587,7 +588,7 @@ func (v *imageVolumes) releaseContainer(id string) error {
 	if u == nil {
 		return nil
 	}
-	unlock := v.locks.lock(cid)
+	unlock := v.locks.Lock(cid)
 	defer unlock()
 	if u.set.Key != "" {
 		if err := v.removeDir(u.set.Key); err != nil {

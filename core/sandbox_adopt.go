@@ -238,7 +238,7 @@ func (s *Service) adoptForTearDown(ctx context.Context, c *container.InspectResp
 func (s *Service) adoptSandbox(ctx context.Context, c *container.InspectResponse) bool {
 	id := c.ID
 	log := s.log.WithField("id", id)
-	unlock := s.netLocks.lock(id)
+	unlock := s.netLocks.Lock(id)
 	defer unlock()
 	if cp, err := s.checkpoints.get(id); cp != nil || err != nil {
 		return false // ours: never touched
@@ -315,7 +315,7 @@ func (s *Service) adoptGoneUpstream(id string) bool {
 	if a == nil {
 		return false
 	}
-	unlock := s.netLocks.lock(id)
+	unlock := s.netLocks.Lock(id)
 	defer unlock()
 	if cp, err := s.checkpoints.get(id); cp != nil || err != nil {
 		return false

@@ -80,7 +80,7 @@ func networkError(err error, format string, args ...any) error {
 // setUpSandboxNetwork attaches the started sandbox id as planned. When it fails, what was done
 // is undone (CNI DEL, checkpoint removed); the caller removes the container.
 func (s *Service) setUpSandboxNetwork(ctx context.Context, id string, att *network.Attachment) error {
-	unlock := s.netLocks.lock(id)
+	unlock := s.netLocks.Lock(id)
 	defer unlock()
 	att.SandboxID = id
 	cp := &sandboxCheckpoint{SandboxID: id, State: checkpointSettingUp, Network: att}
@@ -167,7 +167,7 @@ func (s *Service) tearDownSandboxNetwork(ctx context.Context, id, netns string) 
 	if s.checkpoints == nil {
 		return nil
 	}
-	unlock := s.netLocks.lock(id)
+	unlock := s.netLocks.Lock(id)
 	defer unlock()
 	cp, err := s.checkpoints.get(id)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-dockerd/cri-dockerd/containerlog"
+	"github.com/cri-dockerd/cri-dockerd/keyedmutex"
 	"github.com/cri-dockerd/cri-dockerd/libdocker"
 	"github.com/cri-dockerd/cri-dockerd/listcache"
 	"github.com/cri-dockerd/cri-dockerd/network"
@@ -107,7 +108,7 @@ type Service struct {
 	net         network.Plugin
 	checkpoints *checkpointStore
 	pins        netnsPinner
-	netLocks    keyedMutex
+	netLocks    keyedmutex.Mutex
 	// once logs each kind of unsupported request once (see container_resources.go).
 	once onceLogger
 	// stats holds container stats samples, refreshed in the background (stats_collector.go).

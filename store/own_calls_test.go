@@ -217,7 +217,7 @@ func TestOurCallsEchoesAreNotReadTwice(t *testing.T) {
 					t.Fatalf("%s event not deferred during our call", a)
 				}
 			}
-			if got := o.end(c, tc.succeeded); got != tc.again {
+			if _, got := o.end(c, tc.succeeded); got != tc.again {
 				t.Errorf("refresh again = %v, want %v", got, tc.again)
 			}
 			if o.deferEvent("c1", ev(events.ActionDie)) {

@@ -36,6 +36,7 @@ import (
 	"github.com/docker/docker/api/types/registry"
 	"github.com/sirupsen/logrus"
 
+	"github.com/cri-dockerd/cri-dockerd/keyedmutex"
 	"github.com/cri-dockerd/cri-dockerd/libdocker"
 )
 
@@ -52,7 +53,7 @@ type Store struct {
 
 	// refreshing serialises the inspects of one container: the later of two inspects always
 	// sees a later Docker state, so the entry never goes back in time.
-	refreshing keyedLocks
+	refreshing keyedmutex.Mutex
 	images     imageCache
 	// own are our calls in flight, per container, and the events that came meanwhile.
 	own ownCalls
@@ -272,16 +273,9 @@ func (s *Store) follow(ctx context.Context, msgs <-chan events.Message, errs <-c
 				if s.own.deferEvent(id, m) {
 					return // our call on it reads the change
 				}
-				if err := s.Refresh(ctx, id); err != nil {
-					if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-						// Docker answers, but not for this container yet: a start or stop holds
-						// its lock (over 10 s on a node starting 100 pods at once). Ask again
-						// with more patience than relist everything.
-						go s.retryRefresh(ctx, id, action)
-						return
-					}
+				if err := s.refreshForEvent(ctx, id, action); err != nil {
 					select {
-					case failed <- eventRefreshError(id, action, err):
+					case failed <- err:
 					default:
 					}
 				}
@@ -377,6 +371,22 @@ func (s *Store) Refresh(ctx context.Context, id string) error {
 	return s.refreshWithin(ctx, id, refreshTimeout)
 }
 
+// refreshForEvent refreshes id after an event of it (action). An inspect that times out while
+// Docker answers others (a start or stop holds the container's lock: over 10 s on a node
+// starting 100 pods at once) is asked again in the background with more patience, rather
+// than relist everything. It fails when Docker could not be asked.
+func (s *Store) refreshForEvent(ctx context.Context, id string, action events.Action) error {
+	err := s.Refresh(ctx, id)
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		go s.retryRefresh(ctx, id, action)
+		return nil
+	}
+	if err != nil {
+		return eventRefreshError(id, action, err)
+	}
+	return nil
+}
+
 // retryRefresh refreshes id after an event whose refresh timed out, outside the follower's
 // workers and with slowRefreshTimeout; only if that fails too do reads go back to Docker.
 func (s *Store) retryRefresh(ctx context.Context, id string, action events.Action) {
@@ -390,7 +400,7 @@ func eventRefreshError(id string, action events.Action, err error) error {
 }
 
 func (s *Store) refreshWithin(ctx context.Context, id string, timeout time.Duration) error {
-	unlock := s.refreshing.lock(id)
+	unlock := s.refreshing.Lock(id)
 	defer unlock()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -435,7 +445,7 @@ func sameSummary(a, b container.Summary) bool {
 
 // forget drops container id (removed by our own call).
 func (s *Store) forget(id string) {
-	unlock := s.refreshing.lock(id)
+	unlock := s.refreshing.Lock(id)
 	defer unlock()
 	s.remove(id)
 }
@@ -695,8 +705,8 @@ func (s *Store) UpdateContainer(ctx context.Context, id string, update container
 // that the refresh after the call may have read Docker before. A call that succeeded ends
 // when its echo came, after it returned.
 func (s *Store) endOwnCall(ctx context.Context, call *ownCall, succeeded bool) {
-	if !succeeded || s.own.hasEchoed(call) {
-		if s.own.end(call, succeeded) {
+	if !succeeded || s.own.settled(call) {
+		if _, again := s.own.end(call, succeeded); again {
 			s.refreshAfter(ctx, call.id)
 		}
 		return
@@ -705,19 +715,11 @@ func (s *Store) endOwnCall(ctx context.Context, call *ownCall, succeeded bool) {
 		if !s.own.awaitEcho(call, s.stop) {
 			return
 		}
-		action, again := s.own.endWith(call, succeeded)
-		if !again {
-			return
-		}
-		// After the call returned, an event's refresh as the follower makes it: one that
-		// times out behind a busy container is retried with more patience.
-		ctx := context.WithoutCancel(ctx)
-		if err := s.Refresh(ctx, call.id); err != nil {
-			if errors.Is(err, context.DeadlineExceeded) {
-				s.retryRefresh(ctx, call.id, action)
-				return
+		// After the call returned: the event's refresh, as the follower makes it.
+		if action, again := s.own.end(call, succeeded); again {
+			if err := s.refreshForEvent(context.WithoutCancel(ctx), call.id, action); err != nil {
+				s.unsync(err)
 			}
-			s.unsync(err)
 		}
 	}()
 }
@@ -824,284 +826,4 @@ func (s *Store) PullImage(ctx context.Context, ref string, auth registry.AuthCon
 func (s *Store) RemoveImage(ctx context.Context, ref string, opts image.RemoveOptions) ([]image.DeleteResponse, error) {
 	defer s.images.clear()
 	return s.Client.RemoveImage(ctx, ref, opts)
-}
-
-// imageCache holds image inspects by the reference asked (an ID or a name). An entry is copied
-// out to each reader; one that was asked before the last clear is not stored (it may predate
-// the event that cleared it).
-type imageCache struct {
-	mu    sync.Mutex
-	gen   uint64
-	byRef map[string]*image.InspectResponse
-}
-
-func (c *imageCache) get(id string) (*image.InspectResponse, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	img, ok := c.byRef[id]
-	if !ok {
-		return nil, false
-	}
-	cp := *img
-	cp.RepoTags = append([]string(nil), img.RepoTags...)
-	cp.RepoDigests = append([]string(nil), img.RepoDigests...)
-	return &cp, true
-}
-
-func (c *imageCache) generation() uint64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.gen
-}
-
-func (c *imageCache) put(id string, img *image.InspectResponse, gen uint64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if gen == c.gen {
-		cp := *img
-		cp.RepoTags = append([]string(nil), img.RepoTags...)
-		cp.RepoDigests = append([]string(nil), img.RepoDigests...)
-		c.byRef[id] = &cp
-	}
-}
-
-func (c *imageCache) clear() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.gen++
-	clear(c.byRef)
-}
-
-// ownCalls counts our own calls in flight per container. An event for a container with a call
-// in flight is not refreshed by the follower but noted, and the call refreshes the container
-// again when it ends, if the event came after the call's own refresh was asked (one that came
-// before is read by that refresh). Docker holds a container's lock for the whole of a start or
-// stop, so an inspect made then waits for it: on a node starting 100 pods at once a start took
-// over 10 s, the follower's inspect after the create event timed out, and every read went to
-// Docker until a full relist.
-//
-// A call's echoes are the events Docker sends for the call itself (the start event of our
-// start): Docker makes their change before it answers the call, so the refresh after the call
-// reads it, although the event itself comes later, usually after the refresh. A call that
-// succeeded stays in flight until its echo came (at most echoWait), and its echoes cost no
-// second inspect; any other event does (a container that exits as it starts). Docker's events
-// come in order, so an event after the echo is one the follower reads.
-type ownCalls struct {
-	mu      sync.Mutex
-	running map[string][]*ownCall
-	// came is the actions of the events noted for a container since its refresh was last asked.
-	came map[string][]events.Action
-	// creating is our creates in flight by container name, with the IDs of the create events
-	// that came for that name meanwhile (the ID is not known before Docker answers).
-	creating map[string][]string
-	// removed is the containers we removed whose destroy event has not come yet (the last
-	// removedKept of them): an event for one has nothing left to read.
-	removed      map[string]bool
-	removedOrder []string
-}
-
-// ownCall is one call of ours on a container.
-type ownCall struct {
-	id     string
-	echoes []events.Action
-	// echoed says an echo came since the call began; event is signalled at every event noted.
-	echoed bool
-	event  chan struct{}
-}
-
-// removedKept bounds ownCalls.removed, for destroy events that never come (a broken stream).
-const removedKept = 256
-
-// echoWait bounds how long a call that succeeded waits for its echo (Docker sends none for a
-// start of a running container or a stop of a stopped one).
-var echoWait = 2 * time.Second
-
-func (o *ownCalls) init() {
-	if o.running == nil {
-		o.running, o.came, o.creating = map[string][]*ownCall{}, map[string][]events.Action{}, map[string][]string{}
-		o.removed = map[string]bool{}
-	}
-}
-
-// begin marks a call on id in flight, whose own events are echoes.
-func (o *ownCalls) begin(id string, echoes ...events.Action) *ownCall {
-	c := &ownCall{id: id, echoes: echoes, event: make(chan struct{}, 1)}
-	o.mu.Lock()
-	o.init()
-	o.running[id] = append(o.running[id], c)
-	o.mu.Unlock()
-	return c
-}
-
-// hasEchoed reports whether the call has nothing more to wait for: an echo came, or an event
-// that is not one (which is read at the call's end, and after which no echo can come).
-func (o *ownCalls) hasEchoed(c *ownCall) bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return c.echoed || len(c.echoes) == 0 || slices.ContainsFunc(o.came[c.id], func(a events.Action) bool { return !slices.Contains(c.echoes, a) })
-}
-
-// echoed notes that the call's echo came.
-func (o *ownCalls) echoed(c *ownCall) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	c.echoed = true
-}
-
-// awaitEcho waits, at most echoWait, until the call has nothing more to wait for; false if
-// the store closed meanwhile.
-func (o *ownCalls) awaitEcho(c *ownCall, stop <-chan struct{}) bool {
-	timeout := time.NewTimer(echoWait)
-	defer timeout.Stop()
-	for !o.hasEchoed(c) {
-		select {
-		case <-c.event:
-		case <-timeout.C:
-			return true
-		case <-stop:
-			return false
-		}
-	}
-	return true
-}
-
-// end ends the call (succeeded: whether Docker did what was asked) and reports whether an
-// event for its container came meanwhile that the call's refresh may have read Docker before.
-func (o *ownCalls) end(c *ownCall, succeeded bool) bool {
-	_, again := o.endWith(c, succeeded)
-	return again
-}
-
-// endWith is end, also naming the action of the event to read.
-func (o *ownCalls) endWith(c *ownCall, succeeded bool) (events.Action, bool) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	calls := slices.DeleteFunc(o.running[c.id], func(r *ownCall) bool { return r == c })
-	if len(calls) > 0 {
-		o.running[c.id] = calls
-		return "", false // another call on it is still running: it reads these events too
-	}
-	came := o.came[c.id]
-	delete(o.running, c.id)
-	delete(o.came, c.id)
-	for _, a := range came {
-		if !succeeded || !slices.Contains(c.echoes, a) {
-			return a, true
-		}
-	}
-	return "", false
-}
-
-// beginCreate marks our create of a container named name in flight: its create event is the
-// create's to read. The function it returns ends it and gives the IDs of the create events
-// that came for the name meanwhile (for a create that failed after all: Docker may have made
-// the container).
-func (o *ownCalls) beginCreate(name string) (end func() []string) {
-	name = strings.TrimPrefix(name, "/")
-	o.mu.Lock()
-	o.init()
-	_, dup := o.creating[name]
-	if !dup {
-		o.creating[name] = []string{}
-	}
-	o.mu.Unlock()
-	return func() []string {
-		if dup {
-			return nil // Docker refuses one of two creates of one name; the other's is kept
-		}
-		o.mu.Lock()
-		defer o.mu.Unlock()
-		ids := o.creating[name]
-		delete(o.creating, name)
-		return ids
-	}
-}
-
-// gone notes that our removal of id succeeded.
-func (o *ownCalls) gone(id string) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.init()
-	if len(o.removedOrder) == removedKept {
-		delete(o.removed, o.removedOrder[0])
-		o.removedOrder = o.removedOrder[1:]
-	}
-	o.removed[id] = true
-	o.removedOrder = append(o.removedOrder, id)
-}
-
-// covered forgets the events noted for id: a refresh of id is about to be asked, which reads
-// whatever they announced.
-func (o *ownCalls) covered(id string) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if len(o.running[id]) > 0 {
-		o.came[id] = o.came[id][:0]
-	}
-}
-
-// deferEvent reports whether a call of ours will read the change of event m on container id:
-// a call on id is in flight (the event is noted for its end), or m is the create event of our
-// create in flight of that name; or there is nothing to read: we removed id.
-func (o *ownCalls) deferEvent(id string, m events.Message) bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.removed[id] {
-		if m.Action == events.ActionDestroy {
-			delete(o.removed, id) // its last event; the order list keeps it until it is cut
-		}
-		return true
-	}
-	if calls := o.running[id]; len(calls) > 0 {
-		if !slices.Contains(o.came[id], m.Action) {
-			o.came[id] = append(o.came[id], m.Action)
-		}
-		for _, c := range calls {
-			c.echoed = c.echoed || slices.Contains(c.echoes, m.Action)
-			select {
-			case c.event <- struct{}{}:
-			default:
-			}
-		}
-		return true
-	}
-	if ids, ok := o.creating[m.Actor.Attributes["name"]]; ok && m.Action == events.ActionCreate {
-		o.creating[m.Actor.Attributes["name"]] = append(ids, id)
-		return true
-	}
-	return false
-}
-
-// keyedLocks is one mutex per key, dropped when nobody holds or waits for it.
-type keyedLocks struct {
-	mu    sync.Mutex
-	locks map[string]*keyedLock
-}
-
-type keyedLock struct {
-	sync.Mutex
-	refs int
-}
-
-func (k *keyedLocks) lock(key string) (unlock func()) {
-	k.mu.Lock()
-	if k.locks == nil {
-		k.locks = map[string]*keyedLock{}
-	}
-	l := k.locks[key]
-	if l == nil {
-		l = &keyedLock{}
-		k.locks[key] = l
-	}
-	l.refs++
-	k.mu.Unlock()
-	l.Lock()
-	return func() {
-		l.Unlock()
-		k.mu.Lock()
-		if l.refs--; l.refs == 0 {
-			delete(k.locks, key)
-		}
-		k.mu.Unlock()
-	}
 }
