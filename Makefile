@@ -40,7 +40,13 @@ install: build
 	install -D -m 0644 cri-docker.service.tmp $(DESTDIR)$(SYSTEMD_DIR)/cri-docker.service
 	rm -f cri-docker.service.tmp
 
-test: lint unit setup integration critest critest-gvisor setup-docker29 integration-docker29 critest-docker29 e2e-kubelet e2e-node-fast release-test fuzz
+test: prebuild lint unit setup integration critest critest-gvisor setup-docker29 integration-docker29 critest-docker29 e2e-kubelet e2e-node-fast release-test fuzz
+
+# The long cached builds of later steps (Docker 29, Kubernetes, the node e2e suite), started in
+# the background at once (integration/setup/prebuild.sh); those steps wait for them.
+.PHONY: prebuild
+prebuild:
+	integration/setup/prebuild.sh
 
 lint:
 	@bad=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$bad" ]; then echo "gofmt needed: $$bad"; exit 1; fi

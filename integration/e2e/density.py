@@ -8,8 +8,10 @@ samples the idle CPU of dockerd, its containerd and the CRI runtime for IDLE sec
 the kubelet's runtime_operations_duration_seconds (which CRI calls the kubelet made, and how long
 they took). Then it deletes the batch and waits until the kubelet has stopped every sandbox.
 
-Writes one JSON document (OUT) with, per batch: p50, p99, max and wall seconds, and the
-kubelet's per-operation counts and mean seconds; plus the idle CPU in ms per process.
+Writes one JSON document (OUT) with, per batch: p50, p99, max and wall seconds, the kubelet's
+per-operation counts and mean seconds, and the CPU seconds the whole machine spent meanwhile, by
+process name (the share of all CPUs busy, and who used them); plus the idle CPU in ms per
+process.
 """
 import argparse
 import concurrent.futures
@@ -144,13 +146,60 @@ def cpu_ms(pid):
     return (int(fields[11]) + int(fields[12])) * 1000.0 / os.sysconf("SC_CLK_TCK")
 
 
+# What a batch's CPU went to, machine-wide, by process name (each daemon's reaped children, such
+# as a shim's runc, count as the parent's). Kept apart: the CRI runtime by its PID.
+CPU_GROUPS = (("dockerd", "dockerd"), ("containerd-shim", "shims"), ("containerd", "containerd"),
+              ("runc", "runc"), ("kubelet", "kubelet"), ("kube-apiserver", "kube-apiserver"),
+              ("etcd", "etcd"), ("python3", "this harness"))
+
+
+def cpu_ticks():
+    """(pid, start time) -> (process name, its and its reaped children's CPU ticks)."""
+    out = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                stat = f.read()
+        except OSError:
+            continue  # gone meanwhile
+        comm, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 1:].split()
+        out[(int(d), rest[19])] = (comm, sum(int(v) for v in rest[11:15]))
+    return out
+
+
+def busy_ticks():
+    """The machine's (busy, all) CPU ticks since boot, from /proc/stat."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:9]]
+    return sum(v) - v[3] - v[4], sum(v)
+
+
+def cpu_window(before, after, cri_pid):
+    """CPU seconds per group between two cpu_ticks() and busy_ticks() snapshots."""
+    (ticks0, busy0), (ticks1, busy1) = before, after
+    hz = os.sysconf("SC_CLK_TCK")
+    groups = {}
+    for key, (comm, t) in ticks1.items():
+        if key[0] == cri_pid:
+            name = "cri"
+        else:
+            name = next((g for prefix, g in CPU_GROUPS if comm.startswith(prefix)), "other")
+        groups[name] = groups.get(name, 0) + t - ticks0.get(key, (comm, 0))[1]
+    out = {k: round(v / hz, 2) for k, v in groups.items()}
+    out["all"] = round((busy1[0] - busy0[0]) / hz, 2)
+    out["busy_share"] = round((busy1[0] - busy0[0]) / max(1, busy1[1] - busy0[1]), 3)
+    return out
+
+
 def sandboxes_left(crictl):
     """Ready sandboxes; stopped ones wait for the kubelet's garbage collection (a minute)."""
     out = subprocess.run(crictl + ["pods", "--state", "ready", "-q"], capture_output=True, text=True, timeout=60).stdout
     return len(out.split())
 
 
-def batch(api, n, image, node, metrics_url, crictl, timeout, cri_metrics=None):
+def batch(api, n, image, node, metrics_url, crictl, timeout, cri_metrics=None, cri_pid=None):
     name = "d%d-%d" % (n, int(time.time()))
     watcher = Watcher(api, name)
     watcher.start()
@@ -159,6 +208,7 @@ def batch(api, n, image, node, metrics_url, crictl, timeout, cri_metrics=None):
     ops_before = kubelet_runtime_ops(metrics_url)
     docker_before = docker_ops(cri_metrics)
     posted = {}
+    cpu_before = (cpu_ticks(), busy_ticks())
 
     def post(i):
         pod_name = "%s-%03d" % (name, i)
@@ -172,6 +222,7 @@ def batch(api, n, image, node, metrics_url, crictl, timeout, cri_metrics=None):
     deadline = start + timeout
     while watcher.count() < n and time.monotonic() < deadline:
         time.sleep(0.1)
+    cpu = cpu_window(cpu_before, (cpu_ticks(), busy_ticks()), cri_pid)
     wall = (max(watcher.running.values()) - start) if watcher.running else None
     latencies = [watcher.running[p] - t for p, t in posted.items() if p in watcher.running]
     result = {
@@ -180,6 +231,7 @@ def batch(api, n, image, node, metrics_url, crictl, timeout, cri_metrics=None):
         "p99_s": latencies and round(percentile(latencies, 99), 2),
         "max_s": latencies and round(max(latencies), 2),
         "kubelet_runtime_ops": ops_delta(ops_before, kubelet_runtime_ops(metrics_url)),
+        "cpu_s": cpu,
     }
     if cri_metrics:
         result["docker_ops"] = ops_delta(docker_before, docker_ops(cri_metrics))
@@ -198,7 +250,7 @@ def delete(api, name, crictl, timeout):
     return None
 
 
-def cri_floor(crictl, n, image, workdir, parallel):
+def cri_floor(crictl, n, image, workdir, parallel, cri_pid=None):
     """n pods started straight through the CRI, parallel at a time (crictl run: RunPodSandbox,
     CreateContainer, StartContainer); the wall seconds until the last one started. The kubelet
     must not run: it would remove pods it does not know."""
@@ -218,12 +270,14 @@ def cri_floor(crictl, n, image, workdir, parallel):
         if r.returncode != 0:
             raise SystemExit("density: crictl run: " + r.stderr.strip())
 
+    cpu_before = (cpu_ticks(), busy_ticks())
     start = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(max_workers=parallel) as pool:
         list(pool.map(run, range(n)))
     wall = time.monotonic() - start
+    cpu = cpu_window(cpu_before, (cpu_ticks(), busy_ticks()), cri_pid)
     subprocess.run(crictl + ["rmp", "-fa"], capture_output=True, timeout=600)
-    return {"pods": n, "parallel": parallel, "wall_s": round(wall, 2)}
+    return {"pods": n, "parallel": parallel, "wall_s": round(wall, 2), "cpu_s": cpu}
 
 
 def print_report(outdir):
@@ -268,12 +322,29 @@ def print_report(outdir):
         for op in sorted(set(oo) | set(uo), key=lambda o: -(oo.get(o, {}).get("calls", 0))):
             a, b = oo.get(op, {}), uo.get(op, {})
             print("  %-28s %5s %8s | %5s %8s" % (op, a.get("calls", "-"), a.get("mean_s", "-"), b.get("calls", "-"), b.get("mean_s", "-")))
+    # Where the CPU went while the floor and the largest batch started: are they bound by the
+    # CPU, and by whose share of it?
+    windows = []
+    if of and uf and "cpu_s" in of and "cpu_s" in uf:
+        windows.append(("the %d pods straight through the CRI" % of["pods"], of["cpu_s"], uf["cpu_s"]))
+    if od and ud and od["batches"] and ud["batches"] and "cpu_s" in od["batches"][-1] and "cpu_s" in ud["batches"][-1]:
+        windows.append(("the %d-pod batch (first POST to last Running)" % od["batches"][-1]["pods"], od["batches"][-1]["cpu_s"], ud["batches"][-1]["cpu_s"]))
+    for what, oc, uc in windows:
+        print("\nCPU seconds in %s, machine-wide by process: ours | upstream" % what)
+        print("  %-28s %7s | %7s" % ("share of all CPUs busy", oc["busy_share"], uc["busy_share"]))
+        for k in sorted((set(oc) | set(uc)) - {"busy_share"}, key=lambda k: -oc.get(k, 0)):
+            print("  %-28s %7s | %7s" % (k, oc.get(k, "-"), uc.get(k, "-")))
     # Ours only (upstream has no such metric): the Docker calls behind those CRI calls.
     if od and od["batches"] and od["batches"][-1].get("docker_ops"):
         last = od["batches"][-1]
         print("\nours: Docker calls in the %d-pod batch (calls, mean s, per pod)" % last["pods"])
         for op, v in sorted(last["docker_ops"].items(), key=lambda kv: -kv[1]["calls"]):
             print("  %-34s %5d %8s %6.2f" % (op, v["calls"], v["mean_s"], v["calls"] / last["pods"]))
+
+
+def cri_pid(args):
+    """The CRI runtime's PID of --pid cri=PID, or None."""
+    return int(dict(kv.split("=", 1) for kv in args.pid).get("cri", 0)) or None
 
 
 def main():
@@ -301,7 +372,7 @@ def main():
         print_report(args.report)
         return
     if args.cri_floor:
-        floor = cri_floor(args.crictl.split(), args.cri_floor, args.image, args.workdir, 16)
+        floor = cri_floor(args.crictl.split(), args.cri_floor, args.image, args.workdir, 16, cri_pid(args))
         print("density: %d pods straight through the CRI, 16 at a time: wall %s s" % (floor["pods"], floor["wall_s"]), flush=True)
         with open(args.out, "w") as f:
             json.dump(floor, f, indent=1)
@@ -311,7 +382,7 @@ def main():
     report = {"batches": []}
     counts = [int(c) for c in args.counts.split(",") if c]
     for i, n in enumerate(counts):
-        name, result = batch(api, n, args.image, args.node, args.kubelet_metrics, crictl, args.timeout, args.cri_metrics)
+        name, result = batch(api, n, args.image, args.node, args.kubelet_metrics, crictl, args.timeout, args.cri_metrics, cri_pid(args))
         print("density: %d pods: %d Running, p50 %s s, p99 %s s, wall %s s" % (n, result["running"], result["p50_s"], result["p99_s"], result["wall_s"]), flush=True)
         if i == len(counts) - 1 and result["running"] == n:
             time.sleep(5)  # let the last starts' follow-up work (status, PLEG) settle

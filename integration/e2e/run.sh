@@ -267,7 +267,7 @@ if [[ -n $DENSITY ]]; then
   echo "== 1. density: the CRI floor"
   python3 "$HERE/density.py" --cri-floor "$(tr ',' '\n' <<<"$DENSITY" | sort -n | tail -1)" \
     --image "$BUSYBOX_IMAGE" --crictl "$CRICTL --config $RUN/crictl.yaml" --workdir "$RUN" \
-    --out "$OUT/density-floor.json" || die "the CRI floor failed"
+    --pid "cri=${pids[crid]}" --out "$OUT/density-floor.json" || die "the CRI floor failed"
   remove_all_pods
 else
 echo "== 1. standalone kubelet, static pod"
