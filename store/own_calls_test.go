@@ -119,6 +119,7 @@ func TestAnEventDuringOurCallIsNotLost(t *testing.T) {
 	fake := newFake()
 	s := started(t, fake)
 	id := create(t, s, "raced", "container")
+	createEnded(t, s, id)
 	call := s.own.begin(id)
 	if err := fake.StartContainer(context.Background(), id); err != nil {
 		t.Fatal(err)
@@ -167,6 +168,7 @@ func TestAnEventBeforeOurRefreshIsNotReadTwice(t *testing.T) {
 	fake := newFake()
 	s := started(t, fake)
 	id := create(t, s, "ours", "container")
+	createEnded(t, s, id)
 	call := s.own.begin(id)
 	if err := fake.StartContainer(context.Background(), id); err != nil {
 		t.Fatal(err)
@@ -323,4 +325,16 @@ func TestACallWithoutAnEchoEnds(t *testing.T) {
 	}
 	eventually(t, "the start and exit behind our back read", func() bool { return stateOf(t, s, id) == "exited" })
 	same(t, s, fake, id)
+}
+
+// createEnded waits until the create of id has no call in flight: a create whose echo came after
+// it returned waits for it (awaitEcho), and a call begun meanwhile would leave the events it
+// notes to the create's end.
+func createEnded(t *testing.T, s *Store, id string) {
+	t.Helper()
+	eventually(t, "the create's own call ended", func() bool {
+		s.own.mu.Lock()
+		defer s.own.mu.Unlock()
+		return len(s.own.running[id]) == 0
+	})
 }
