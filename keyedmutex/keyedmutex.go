@@ -40,10 +40,3 @@ func (k *Mutex) Lock(key string) (unlock func()) {
 		k.mu.Unlock()
 	}
 }
-
-// held is the number of keys with a lock held or waited for.
-func (k *Mutex) held() int {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return len(k.locks)
-}

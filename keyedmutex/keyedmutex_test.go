@@ -48,3 +48,10 @@ func TestOneKeyAtATimeOtherKeysFree(t *testing.T) {
 		t.Errorf("locks of %d keys kept after every unlock", n)
 	}
 }
+
+// held is the number of keys with a lock held or waited for.
+func (k *Mutex) held() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return len(k.locks)
+}
