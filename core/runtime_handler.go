@@ -123,9 +123,17 @@ func (c *runtimeCache) getFresh(ctx context.Context, maxAge time.Duration) (*doc
 	return c.refresh(ctx)
 }
 
+// cached returns the info last fetched, however old; nil before the first fetch.
+func (c *runtimeCache) cached() *dockerInfo {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.info
+}
+
 // refresh fetches /info again. Concurrent callers share one fetch, and a fetch younger than
 // minInterval is returned as it is, so a burst of pods with an unknown handler cannot flood
-// dockerd with /info calls.
+// dockerd with /info calls. The fetch outlives a caller that gives up (others may wait on it),
+// and each caller waits only as long as its own context allows.
 func (c *runtimeCache) refresh(ctx context.Context) (*dockerInfo, error) {
 	c.mu.Lock()
 	if c.info != nil && time.Since(c.info.fetched) < c.minInterval {
@@ -133,26 +141,29 @@ func (c *runtimeCache) refresh(ctx context.Context) (*dockerInfo, error) {
 		c.mu.Unlock()
 		return info, nil
 	}
-	if wait := c.inflight; wait != nil {
-		c.mu.Unlock()
-		select {
-		case <-wait:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if c.lastErr != nil {
-			return nil, c.lastErr
-		}
-		return c.info, nil
+	wait := c.inflight
+	if wait == nil {
+		wait = make(chan struct{})
+		c.inflight = wait
+		go c.fetch(context.WithoutCancel(ctx), wait)
 	}
-	done := make(chan struct{})
-	c.inflight = done
 	c.mu.Unlock()
+	select {
+	case <-wait:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lastErr != nil {
+		return nil, c.lastErr
+	}
+	return c.info, nil
+}
 
-	// The fetch outlives a cancelled caller: others may be waiting on it.
-	fetchCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+// fetch asks Docker for /info, bounded by 30 s, keeps the answer and closes done.
+func (c *runtimeCache) fetch(ctx context.Context, done chan struct{}) {
+	fetchCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	raw, err := c.docker.Info(fetchCtx)
 	cancel()
 
@@ -160,12 +171,10 @@ func (c *runtimeCache) refresh(ctx context.Context) (*dockerInfo, error) {
 	defer c.mu.Unlock()
 	c.inflight = nil
 	c.lastErr = err
-	close(done)
-	if err != nil {
-		return nil, err
+	if err == nil {
+		c.info = &dockerInfo{Info: raw, APIVersion: c.docker.APIVersion(), fetched: time.Now()}
 	}
-	c.info = &dockerInfo{Info: raw, APIVersion: c.docker.APIVersion(), fetched: time.Now()}
-	return c.info, nil
+	close(done)
 }
 
 // resolveHandler turns a RuntimeClass handler into the Docker runtime to use. It fails, before

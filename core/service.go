@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -50,6 +51,8 @@ type Options struct {
 	// RuntimeInfoMaxAge bounds how stale the cached Docker /info may be for Status; a lookup of
 	// an unknown runtime refreshes it sooner (see runtime_handler.go).
 	RuntimeInfoMaxAge time.Duration
+	// StatusTimeout bounds the Docker calls of Status and Version; 0 is StatusTimeout.
+	StatusTimeout time.Duration
 	// HairpinVeth turns hairpin on for each pod's veth on Docker's bridge (--hairpin-mode
 	// hairpin-veth or promiscuous-bridge with --network-plugin ""). CNI plugins have their own
 	// setting (the bridge plugin's hairpinMode).
@@ -91,6 +94,8 @@ type Service struct {
 	opts     Options
 	log      *logrus.Entry
 	runtimes *runtimeCache
+	// lastVersion is the Docker version last answered, for Version while Docker does not answer.
+	lastVersion atomic.Pointer[string]
 	// sandboxes maps sandbox ID to the runtime its pod runs on, so that CreateContainer never
 	// has to inspect the sandbox; rebuilt from Docker labels at start.
 	sandboxes *sandboxIndex
@@ -137,6 +142,9 @@ func New(ctx context.Context, docker libdocker.Client, opts Options) (*Service, 
 	}
 	if opts.RuntimeInfoMaxAge <= 0 {
 		opts.RuntimeInfoMaxAge = time.Minute
+	}
+	if opts.StatusTimeout <= 0 {
+		opts.StatusTimeout = StatusTimeout
 	}
 	if opts.RuntimeHandlerAliases == nil {
 		opts.RuntimeHandlerAliases = map[string]string{}

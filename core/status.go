@@ -3,40 +3,64 @@ package core
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"sort"
+	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
+// StatusTimeout bounds how long Status and Version wait for Docker: a frozen dockerd must not
+// hold the kubelet's node status until its own deadline.
+const StatusTimeout = 2 * time.Second
+
 // Version answers Docker's version as the runtime version, as dockershim did ("docker://20.10").
+// While Docker does not answer within StatusTimeout, the version it last gave is answered: the
+// kubelet asks on every node status update.
 func (s *Service) Version(ctx context.Context, _ *runtimeapi.VersionRequest) (*runtimeapi.VersionResponse, error) {
-	v, err := s.docker.Version(ctx)
-	if err != nil {
+	callCtx, cancel := context.WithTimeout(ctx, s.opts.StatusTimeout)
+	v, err := s.docker.Version(callCtx)
+	cancel()
+	version := ""
+	switch {
+	case err == nil:
+		version = v.Version
+		s.lastVersion.Store(&version)
+	case ctx.Err() == nil && s.lastVersion.Load() != nil:
+		version = *s.lastVersion.Load()
+	default:
 		return nil, dockerError(err, "docker version")
 	}
 	return &runtimeapi.VersionResponse{
 		Version:           "0.1.0",
 		RuntimeName:       "docker",
-		RuntimeVersion:    v.Version,
+		RuntimeVersion:    version,
 		RuntimeApiVersion: CRIAPIVersion,
 	}, nil
 }
 
-// Status reports readiness from a live ping of Docker, and the runtime handlers this node can
-// serve from the cached /info (refreshed when older than RuntimeInfoMaxAge).
+// Status reports readiness from a live ping of Docker bounded by StatusTimeout, and the runtime
+// handlers this node can serve from the cached /info (refreshed when older than
+// RuntimeInfoMaxAge, and as it is while Docker does not answer).
 func (s *Service) Status(ctx context.Context, req *runtimeapi.StatusRequest) (*runtimeapi.StatusResponse, error) {
 	runtimeReady := &runtimeapi.RuntimeCondition{Type: runtimeapi.RuntimeReady, Status: true}
 	networkReady := &runtimeapi.RuntimeCondition{Type: runtimeapi.NetworkReady, Status: true}
-	if err := s.docker.Ping(ctx); err != nil {
-		runtimeReady.Status, runtimeReady.Reason, runtimeReady.Message = false, "DockerDaemonNotReady", "docker: "+err.Error()
-		networkReady.Status, networkReady.Reason, networkReady.Message = false, "DockerDaemonNotReady", "docker: "+err.Error()
+	pingCtx, cancel := context.WithTimeout(ctx, s.opts.StatusTimeout)
+	err := s.docker.Ping(pingCtx)
+	cancel()
+	dockerUp := err == nil
+	if err != nil {
+		reason, message := dockerNotReady(ctx, err, s.opts.StatusTimeout)
+		runtimeReady.Status, runtimeReady.Reason, runtimeReady.Message = false, reason, message
+		networkReady.Status, networkReady.Reason, networkReady.Message = false, reason, message
 	} else if err := s.net.Status(); err != nil {
 		// No CNI config yet: the kubelet keeps the node NotReady until one appears.
 		networkReady.Status, networkReady.Reason, networkReady.Message = false, "NetworkPluginNotReady", err.Error()
 	}
 	resp := &runtimeapi.StatusResponse{
 		Status:          &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{runtimeReady, networkReady}},
-		RuntimeHandlers: s.runtimeHandlers(ctx),
+		RuntimeHandlers: s.runtimeHandlers(ctx, dockerUp),
 		Features:        &runtimeapi.RuntimeFeatures{SupplementalGroupsPolicy: false},
 	}
 	if req.Verbose {
@@ -47,17 +71,35 @@ func (s *Service) Status(ctx context.Context, req *runtimeapi.StatusRequest) (*r
 	return resp, nil
 }
 
+// dockerNotReady is the reason and message of a failed ping: DockerDaemonNotResponding when
+// Docker took longer than timeout (frozen, or overloaded), DockerDaemonNotReady otherwise (not
+// running, refused).
+func dockerNotReady(ctx context.Context, err error, timeout time.Duration) (reason, message string) {
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		return "DockerDaemonNotResponding", fmt.Sprintf("docker did not answer a ping within %s: %v", timeout, err)
+	}
+	return "DockerDaemonNotReady", "docker: " + err.Error()
+}
+
 // runtimeHandlers lists "" (the default), the default handler name, every Docker runtime and
 // every alias. Recursive read-only mounts are reported where Docker (25+), the kernel and the
-// runtime (runc) can make them; Docker cannot map user namespaces per pod.
-func (s *Service) runtimeHandlers(ctx context.Context) []*runtimeapi.RuntimeHandler {
+// runtime (runc) can make them; Docker cannot map user namespaces per pod. With Docker down, or
+// slower than StatusTimeout, the last /info it gave is used as it is.
+func (s *Service) runtimeHandlers(ctx context.Context, dockerUp bool) []*runtimeapi.RuntimeHandler {
 	// Each handler with the Docker runtime it selects ("" is Docker's default).
 	handlers := map[string]string{"": ""}
 	if s.opts.DefaultRuntimeHandler != "" {
 		handlers[s.opts.DefaultRuntimeHandler] = ""
 	}
-	info, err := s.runtimes.getFresh(ctx, s.opts.RuntimeInfoMaxAge)
-	if err == nil {
+	info := s.runtimes.cached()
+	if dockerUp {
+		infoCtx, cancel := context.WithTimeout(ctx, s.opts.StatusTimeout)
+		if fresh, err := s.runtimes.getFresh(infoCtx, s.opts.RuntimeInfoMaxAge); err == nil {
+			info = fresh
+		}
+		cancel()
+	}
+	if info != nil {
 		for name := range info.Runtimes {
 			handlers[name] = name
 		}
