@@ -202,12 +202,20 @@ func portBindings(mappings []*runtimeapi.PortMapping) (nat.PortSet, nat.PortMap)
 }
 
 // createContainer creates a container, retrying once with a randomised name when the name is
-// taken (a container Docker has not finished removing, or a leftover of a crash).
+// taken (a container Docker has not finished removing, or a leftover of a crash). Docker goes on
+// creating when the caller gives up, and its answer is the only news of the new ID: so the
+// create runs to its end under libdocker's own bound, and what it made for a caller that has
+// gone is removed.
 func (s *Service) createContainer(ctx context.Context, name string, cfg *container.Config, hc *container.HostConfig) (string, error) {
-	id, err := s.docker.CreateContainer(ctx, name, cfg, hc)
-	if libdocker.IsConflict(err) {
+	createCtx := context.WithoutCancel(ctx)
+	id, err := s.docker.CreateContainer(createCtx, name, cfg, hc)
+	if libdocker.IsConflict(err) && ctx.Err() == nil {
 		s.log.WithField("name", name).Warnf("container name in use, creating with a random suffix: %v", err)
-		id, err = s.docker.CreateContainer(ctx, randomizeName(name), cfg, hc)
+		id, err = s.docker.CreateContainer(createCtx, randomizeName(name), cfg, hc)
+	}
+	if err == nil && ctx.Err() != nil {
+		s.removeAfterFailure(ctx, id)
+		return "", fmt.Errorf("create container %q: the caller gave up: %w", name, ctx.Err())
 	}
 	return id, err
 }

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -45,6 +46,10 @@ func TestRunPodSandboxCancelledMidwayLeavesNothing(t *testing.T) {
 		"StartContainer",   // the container exists, not started
 		"InspectContainer", // started; its network namespace is looked up for the plugin
 		"SetUp",            // the plugin's ADD ran: its DEL must run too
+		// The caller gives up while Docker works, and Docker finishes: the client answers the
+		// context's error, and only the create's answer would have named the container.
+		"after:CreateContainer",
+		"after:StartContainer",
 	} {
 		t.Run(point, func(t *testing.T) {
 			fake := libdocker.NewFake()
@@ -53,9 +58,12 @@ func TestRunPodSandboxCancelledMidwayLeavesNothing(t *testing.T) {
 			s := newNetService(t, fake, net, root)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			if point == "SetUp" {
+			switch after, ok := strings.CutPrefix(point, "after:"); {
+			case point == "SetUp":
 				net.onSetUp = cancel
-			} else {
+			case ok:
+				fake.AfterCall(after, cancel)
+			default:
 				fake.OnCall(point, cancel)
 			}
 			_, err := s.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: sandboxConfig("p")})
@@ -63,6 +71,8 @@ func TestRunPodSandboxCancelledMidwayLeavesNothing(t *testing.T) {
 			fake.OnCall("CreateContainer", nil)
 			fake.OnCall("StartContainer", nil)
 			fake.OnCall("InspectContainer", nil)
+			fake.AfterCall("CreateContainer", nil)
+			fake.AfterCall("StartContainer", nil)
 			if err == nil {
 				t.Fatalf("RunPodSandbox cancelled at %s succeeded", point)
 			}
@@ -99,5 +109,29 @@ func TestRunPodSandboxCancelledMidwayLeavesNothing(t *testing.T) {
 				t.Errorf("retry made %v (%v), want the pod's own name", c.Name, err)
 			}
 		})
+	}
+}
+
+// A CreateContainer whose caller gave up while Docker created the container removes it: the
+// kubelet never learnt its ID, and its retry makes the container under the same name.
+func TestCreateContainerAbandonedByItsCallerLeavesNothing(t *testing.T) {
+	fake := libdocker.NewFake()
+	s := newTestService(t, fake, Options{})
+	podID, podCfg := runPod(t, s, "p", "")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fake.AfterCall("CreateContainer", cancel)
+	_, err := s.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: podID, Config: containerConfig("c"), SandboxConfig: podCfg})
+	fake.AfterCall("CreateContainer", nil)
+	if err == nil {
+		t.Fatal("CreateContainer whose caller gave up succeeded")
+	}
+	if n := len(fake.Containers()); n != 1 {
+		t.Errorf("%d containers, want the sandbox's alone", n)
+	}
+	id := createContainer(t, s, podID, podCfg, "c")
+	c, err := fake.InspectContainer(context.Background(), id)
+	if err != nil || c.Name != "/"+makeContainerName(podCfg.Metadata, containerConfig("c").Metadata) {
+		t.Errorf("retry made %v (%v), want the container's own name", c.Name, err)
 	}
 }

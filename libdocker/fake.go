@@ -61,6 +61,7 @@ type Fake struct {
 	onceErrs      map[string][]error
 	persistErrs   map[string]error
 	hooks         map[string]func()
+	afterHooks    map[string]func()
 	seq, nextPid  int
 	stopExitCodes map[string]int
 	execs         map[string]*fakeExec
@@ -131,6 +132,7 @@ func NewFake() *Fake {
 		onceErrs:      map[string][]error{},
 		persistErrs:   map[string]error{},
 		hooks:         map[string]func(){},
+		afterHooks:    map[string]func(){},
 		nextPid:       1000,
 		stopExitCodes: map[string]int{},
 	}
@@ -313,6 +315,34 @@ func (f *Fake) OnCall(method string, fn func()) {
 		return
 	}
 	f.hooks[method] = fn
+}
+
+// AfterCall runs fn once a call of method has done its work, before it answers: a test cancels
+// the caller's context there to stand for a caller that gave up while Docker finished. The call
+// then answers the context's error, as the real client does, though Docker did the work. Only
+// CreateContainer and StartContainer run it. fn runs with the Fake's lock held and must not
+// call the Fake; a nil fn removes it.
+func (f *Fake) AfterCall(method string, fn func()) {
+	checkMethod(method)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if fn == nil {
+		delete(f.afterHooks, method)
+		return
+	}
+	f.afterHooks[method] = fn
+}
+
+// leave runs method's AfterCall hook and answers ctx's error if the caller has gone by then;
+// f.mu must be held.
+func (f *Fake) leave(ctx context.Context, method string) error {
+	if fn := f.afterHooks[method]; fn != nil {
+		fn()
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%s: %w", method, err)
+	}
+	return nil
 }
 
 // Calls returns how many times method was called, failed calls included.
@@ -1039,6 +1069,9 @@ func (f *Fake) CreateContainer(ctx context.Context, name string, cfg *container.
 		NetworkSettings: &container.NetworkSettings{},
 	}}
 	f.emit(f.containers[id], events.ActionCreate, nil)
+	if err := f.leave(ctx, "CreateContainer"); err != nil {
+		return "", err
+	}
 	return id, nil
 }
 
@@ -1156,7 +1189,7 @@ func (f *Fake) StartContainer(ctx context.Context, id string) error {
 	st.Status, st.Running, st.Pid, st.ExitCode, st.Error = container.StateRunning, true, f.nextPid, 0, ""
 	st.StartedAt = now.Format(time.RFC3339Nano)
 	f.emit(c, events.ActionStart, nil)
-	return nil
+	return f.leave(ctx, "StartContainer")
 }
 
 // shimBinary maps a shim v2 runtime type to its binary name, as containerd does.
