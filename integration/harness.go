@@ -56,6 +56,9 @@ type Daemon struct {
 	// ProcessGroup starts the daemon in a process group of its own, so that Kill can wait for
 	// what it runs (CNI plugins) to finish after it is killed.
 	ProcessGroup bool
+	// DockerLater is for a Docker that is not up yet: Start waits only until the socket
+	// answers Status (not ready), not Version.
+	DockerLater bool
 
 	cmd     *exec.Cmd
 	done    chan struct{} // closed when the process exited
@@ -87,7 +90,8 @@ func NewDaemon(t testing.TB, args ...string) *Daemon {
 	return d
 }
 
-// StartDaemon starts cri-dockerd with extra flags and waits until it answers Version.
+// StartDaemon starts cri-dockerd with extra flags and waits until it answers Version (Docker
+// reached, the service built).
 func StartDaemon(t testing.TB, args ...string) *Daemon {
 	t.Helper()
 	d := NewDaemon(t, args...)
@@ -156,7 +160,11 @@ func (d *Daemon) Start() {
 		}
 		if _, err := os.Stat(d.Socket); err == nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			_, err = d.Runtime.Version(ctx, &runtimeapi.VersionRequest{})
+			if d.DockerLater {
+				_, err = d.Runtime.Status(ctx, &runtimeapi.StatusRequest{})
+			} else {
+				_, err = d.Runtime.Version(ctx, &runtimeapi.VersionRequest{})
+			}
 			cancel()
 			if err == nil {
 				return

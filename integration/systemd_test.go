@@ -20,13 +20,24 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// TestSocketActivationAndNotify runs the binary as cri-docker.service does under systemd: the
-// CRI socket passed as fd 3 (LISTEN_FDS, LISTEN_PID), --container-runtime-endpoint fd://, and
-// a notify socket that must hear READY=1 once it serves and STOPPING=1 when it shuts down.
-func TestSocketActivationAndNotify(t *testing.T) {
+// activated is cri-dockerd run as cri-docker.service runs under systemd: the CRI socket passed
+// as fd 3 (LISTEN_FDS, LISTEN_PID), --container-runtime-endpoint fd://, and a notify socket
+// whose messages arrive on Notes.
+type activated struct {
+	cmd    *exec.Cmd
+	Socket string
+	Notes  chan string
+	Done   chan error // the exit status, once it exited
+	Client runtimeapi.RuntimeServiceClient
+}
+
+// startActivated starts cri-dockerd socket-activated on Docker at dockerHost; it is killed
+// when the test ends, and its log printed if the test failed.
+func startActivated(t *testing.T, dockerHost string) *activated {
+	t.Helper()
 	dir := t.TempDir()
-	sockPath := filepath.Join(dir, "cri.sock")
-	lis, err := net.ListenUnix("unix", &net.UnixAddr{Name: sockPath, Net: "unix"})
+	a := &activated{Socket: filepath.Join(dir, "cri.sock"), Notes: make(chan string, 10), Done: make(chan error, 1)}
+	lis, err := net.ListenUnix("unix", &net.UnixAddr{Name: a.Socket, Net: "unix"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,89 +54,113 @@ func TestSocketActivationAndNotify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer notify.Close()
-	messages := make(chan string, 10)
+	t.Cleanup(func() { notify.Close() })
 	go func() {
 		buf := make([]byte, 4096)
 		for {
 			n, _, err := notify.ReadFromUnix(buf)
 			if err != nil {
-				close(messages)
+				close(a.Notes)
 				return
 			}
-			messages <- string(buf[:n])
+			a.Notes <- string(buf[:n])
 		}
 	}()
 
 	// LISTEN_PID must be the daemon's own pid: let a shell set it, then exec the binary.
-	cmd := exec.Command("/bin/sh", "-c", `LISTEN_PID=$$ exec "$0" "$@"`, suite.binary,
+	a.cmd = exec.Command("/bin/sh", "-c", `LISTEN_PID=$$ exec "$0" "$@"`, suite.binary,
 		"--container-runtime-endpoint", "fd://",
 		"--cri-dockerd-root-directory", filepath.Join(dir, "root"),
-		"--docker-endpoint", suite.docker.DaemonHost(),
+		"--docker-endpoint", dockerHost,
 		"--network-plugin", "none")
-	cmd.Env = append(os.Environ(), "LISTEN_FDS=1", "NOTIFY_SOCKET="+notifyPath)
-	cmd.ExtraFiles = []*os.File{sockFile}
+	a.cmd.Env = append(os.Environ(), "LISTEN_FDS=1", "NOTIFY_SOCKET="+notifyPath)
+	a.cmd.ExtraFiles = []*os.File{sockFile}
 	logPath := filepath.Join(dir, "log")
-	logFile, _ := os.Create(logPath)
-	defer logFile.Close()
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
+	logFile, err := os.Create(logPath)
+	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	defer func() {
-		_ = cmd.Process.Kill()
+	defer logFile.Close()
+	a.cmd.Stdout, a.cmd.Stderr = logFile, logFile
+	if err := a.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { a.Done <- a.cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = a.cmd.Process.Kill()
 		if t.Failed() {
 			log, _ := os.ReadFile(logPath)
 			t.Logf("cri-dockerd log:\n%s", log)
 		}
-	}()
-
-	select {
-	case msg := <-messages:
-		if !strings.Contains(msg, "READY=1") {
-			t.Fatalf("first notification %q, want READY=1", msg)
-		}
-	case err := <-done:
-		t.Fatalf("cri-dockerd exited before READY=1: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("no READY=1 within 30 s")
-	}
-	conn, err := grpc.NewClient("unix://"+sockPath, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	})
+	conn, err := grpc.NewClient("unix://"+a.Socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if v, err := runtimeapi.NewRuntimeServiceClient(conn).Version(ctx, &runtimeapi.VersionRequest{}); err != nil || v.RuntimeName != "docker" {
-		t.Fatalf("Version over the activated socket: %v, %v", v, err)
-	}
+	t.Cleanup(func() { conn.Close() })
+	a.Client = runtimeapi.NewRuntimeServiceClient(conn)
+	return a
+}
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+// awaitNote waits for a notification holding want, failing on an exit or after a while.
+func (a *activated) awaitNote(t *testing.T, want string) {
+	t.Helper()
+	timeout := time.After(scaled(30 * time.Second))
+	for {
+		select {
+		case msg := <-a.Notes:
+			if strings.Contains(msg, want) {
+				return
+			}
+		case err := <-a.Done:
+			t.Fatalf("cri-dockerd exited before notifying %s: %v", want, err)
+		case <-timeout:
+			t.Fatalf("no %s notified", want)
+		}
+	}
+}
+
+// stop sends SIGTERM and expects STOPPING=1, then an exit 0; the socket, systemd's, stays.
+func (a *activated) stop(t *testing.T) {
+	t.Helper()
+	if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
+	a.awaitNote(t, "STOPPING=1")
 	select {
-	case msg := <-messages:
-		if !strings.Contains(msg, "STOPPING=1") {
-			t.Errorf("notification at shutdown %q, want STOPPING=1", msg)
-		}
-	case <-time.After(15 * time.Second):
-		t.Error("no STOPPING=1 within 15 s of SIGTERM")
-	}
-	select {
-	case err := <-done:
+	case err := <-a.Done:
 		if err != nil {
 			t.Errorf("exit after SIGTERM: %v", err)
 		}
-	case <-time.After(15 * time.Second):
+	case <-time.After(scaled(15 * time.Second)):
 		t.Fatal("no exit within 15 s of SIGTERM")
 	}
-	// The socket belongs to systemd: it stays.
-	if _, err := os.Stat(sockPath); err != nil {
+	if _, err := os.Stat(a.Socket); err != nil {
 		t.Errorf("activated socket removed at shutdown: %v", err)
 	}
+}
+
+// TestSocketActivationAndNotify runs the binary as cri-docker.service does under systemd: the
+// first notification is READY=1, once it serves, and STOPPING=1 comes when it shuts down.
+func TestSocketActivationAndNotify(t *testing.T) {
+	a := startActivated(t, suite.docker.DaemonHost())
+	select {
+	case msg := <-a.Notes:
+		if !strings.Contains(msg, "READY=1") {
+			t.Fatalf("first notification %q, want READY=1", msg)
+		}
+	case err := <-a.Done:
+		t.Fatalf("cri-dockerd exited before READY=1: %v", err)
+	case <-time.After(scaled(30 * time.Second)):
+		t.Fatal("no READY=1 within 30 s")
+	}
+	a.awaitNote(t, "STATUS=serving")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if v, err := a.Client.Version(ctx, &runtimeapi.VersionRequest{}); err != nil || v.RuntimeName != "docker" {
+		t.Fatalf("Version over the activated socket: %v, %v", v, err)
+	}
+	a.stop(t)
 }
 
 // TestMetricsAreOptInOnLoopback: no metrics listener unless asked; when asked, CRI calls,

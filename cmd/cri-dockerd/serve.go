@@ -14,6 +14,7 @@ import (
 	"runtime/debug"
 	"sort"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -21,7 +22,6 @@ import (
 	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-dockerd/cri-dockerd/config"
 	"github.com/cri-dockerd/cri-dockerd/core"
@@ -30,6 +30,7 @@ import (
 	"github.com/cri-dockerd/cri-dockerd/network"
 	"github.com/cri-dockerd/cri-dockerd/replycodec"
 	"github.com/cri-dockerd/cri-dockerd/runtimecgroups"
+	"github.com/cri-dockerd/cri-dockerd/standby"
 	"github.com/cri-dockerd/cri-dockerd/store"
 	"github.com/cri-dockerd/cri-dockerd/streaming"
 	"github.com/cri-dockerd/cri-dockerd/supervise"
@@ -50,35 +51,28 @@ func serve(ctx context.Context, cfg *config.Config) error {
 	if err := os.MkdirAll(cfg.RootDirectory, 0o700); err != nil {
 		return fmt.Errorf("root directory: %w", err)
 	}
-	// Metrics are opt-in; the service they count is set once built, before the listener starts.
-	var svc *core.Service
+	// Metrics are opt-in; the service they count exists once Docker answered.
+	var built atomic.Pointer[core.Service]
 	var m *metrics.Metrics
 	dockerOpts := libdocker.Options{Endpoint: cfg.DockerEndpoint, RequestTimeout: cfg.RuntimeRequestTimeout, Logger: log}
 	if cfg.MetricsBindAddr != "" {
-		m = metrics.New(func() map[string]int { return svc.PodsByHandler() })
+		m = metrics.New(func() map[string]int {
+			if svc := built.Load(); svc != nil {
+				return svc.PodsByHandler()
+			}
+			return nil
+		})
 		dockerOpts.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return metrics.DockerTransport(rt, m.ObserveDocker) }
 	}
 	docker, err := libdocker.New(dockerOpts)
 	if err != nil {
 		return fmt.Errorf("docker client for %s: %w", cfg.DockerEndpoint, err)
 	}
-	startCtx, cancel := context.WithTimeout(ctx, cfg.RuntimeRequestTimeout)
-	defer cancel()
-	if err := docker.Ping(startCtx); err != nil {
-		return fmt.Errorf("docker at %s is not reachable: %w", cfg.DockerEndpoint, err)
-	}
 	// Sandboxes and containers in memory, kept current by Docker's events: the kubelet's
-	// relists and status calls cost Docker nothing. Filled before the socket serves.
+	// relists and status calls cost Docker nothing. Filled before the service is built.
 	containers := store.Wrap(docker, store.Options{Label: core.TrackedLabel, Logger: log})
-	if err := containers.Start(startCtx, time.Second); err != nil {
-		// Docker answers, but not about every container (an inspect that hangs on a stuck
-		// runtime): serve anyway; reads go to Docker until the store's next relist succeeds.
-		log.Warnf("container store not filled (%v): lists and status calls go to Docker until it is", err)
-	}
 	defer containers.Close()
-	log.WithField("containers", containers.Len()).Debug("container store filled from docker")
-	docker = containers
-	streamOpts := streaming.Options{BindAddr: cfg.StreamingBindAddr, Docker: docker, Logger: log}
+	streamOpts := streaming.Options{BindAddr: cfg.StreamingBindAddr, Docker: containers, Logger: log}
 	if m != nil {
 		streamOpts.OnSession = func(kind string, delta int) { m.StreamingSessions.WithLabelValues(kind).Add(float64(delta)) }
 	}
@@ -94,27 +88,6 @@ func serve(ctx context.Context, cfg *config.Config) error {
 	defer netPlugin.Close()
 	// The kubelet's relist of a quiet node is the same reply each second: encoded once.
 	replies := replycodec.New()
-	svc, err = core.New(startCtx, docker, core.Options{
-		PodInfraImage:                cfg.PodInfraContainerImage,
-		ImagePullProgressDeadline:    cfg.ImagePullProgressDeadline,
-		RuntimeHandlerAliases:        cfg.RuntimeHandlerAliases,
-		DefaultRuntimeHandler:        cfg.DefaultRuntimeHandler,
-		PrivilegedWithoutHostDevices: handlerSet(cfg.PrivilegedWithoutHostDevices),
-		NetworkPlugin:                cfg.NetworkPlugin,
-		Network:                      netPlugin,
-		RootDirectory:                cfg.RootDirectory,
-		PodCIDR:                      cfg.PodCIDR,
-		HairpinVeth:                  cfg.HairpinMode != config.HairpinNone && cfg.NetworkPlugin != network.CNIPluginName,
-		Streaming:                    streams,
-		Logger:                       logger,
-		KeepReply:                    replies.Keep,
-		ConcurrentStarts:             cfg.ConcurrentStarts(runtime.NumCPU()),
-	})
-	if err != nil {
-		return err
-	}
-
-	defer svc.Close()
 	if cfg.RuntimeCgroups != "" {
 		keeper := runtimecgroups.New(cfg.RuntimeCgroups, log.WithField("component", "runtime-cgroups"))
 		go supervise.Run(log, "--runtime-cgroups keeper", func() { keeper.Run(ctx, runtimecgroups.Interval) })
@@ -123,6 +96,10 @@ func serve(ctx context.Context, cfg *config.Config) error {
 		log.Debug("--ipv6-dual-stack: pods get the IPv4 and IPv6 addresses of their CNI result (always the case)")
 	}
 
+	// The socket serves at once, Docker or not: until the service is built, the gate answers
+	// Status not ready and the rest Unavailable, so that systemd's start limit never gives up
+	// on a Docker slow to come.
+	gate := standby.New(dockerNotConnected, "connecting to docker at "+cfg.DockerEndpoint)
 	lis, socketPath, err := listen(cfg.ContainerRuntimeEndpoint, log)
 	if err != nil {
 		return err
@@ -148,23 +125,70 @@ func serve(ctx context.Context, cfg *config.Config) error {
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
 	)
-	runtimeapi.RegisterRuntimeServiceServer(server, svc)
-	runtimeapi.RegisterImageServiceServer(server, svc)
+	gate.Register(server)
 
 	served := make(chan error, 1)
 	go func() { served <- server.Serve(lis) }()
 	streamsServed := make(chan error, 1)
 	go func() { streamsServed <- streams.Serve() }()
 	log.WithField("url", streams.URL()).Info("streaming server (exec, attach, port-forward) listening")
-	log.WithFields(logrus.Fields{"endpoint": cfg.ContainerRuntimeEndpoint, "docker": cfg.DockerEndpoint, "docker_api": docker.APIVersion(), "version": core.Version}).Info("cri-dockerd serving")
-	notifySystemd(log, daemon.SdNotifyReady)
+	log.WithFields(logrus.Fields{"endpoint": cfg.ContainerRuntimeEndpoint, "docker": cfg.DockerEndpoint}).Info("CRI socket listening; connecting to docker")
+	notifySystemd(log, daemon.SdNotifyReady+"\nSTATUS=connecting to docker at "+cfg.DockerEndpoint)
 
-	select {
-	case err := <-served:
-		return fmt.Errorf("serve: %w", err)
-	case err := <-streamsServed:
-		return fmt.Errorf("streaming server: %w", err)
-	case <-ctx.Done():
+	connectCtx, cancelConnect := context.WithCancel(ctx)
+	defer cancelConnect()
+	connected := make(chan *core.Service, 1)
+	go func() {
+		connected <- connect(connectCtx, cfg, log, gate, containers, func(ctx context.Context) (*core.Service, error) {
+			return core.New(ctx, containers, core.Options{
+				PodInfraImage:                cfg.PodInfraContainerImage,
+				ImagePullProgressDeadline:    cfg.ImagePullProgressDeadline,
+				RuntimeHandlerAliases:        cfg.RuntimeHandlerAliases,
+				DefaultRuntimeHandler:        cfg.DefaultRuntimeHandler,
+				PrivilegedWithoutHostDevices: handlerSet(cfg.PrivilegedWithoutHostDevices),
+				NetworkPlugin:                cfg.NetworkPlugin,
+				Network:                      netPlugin,
+				RootDirectory:                cfg.RootDirectory,
+				PodCIDR:                      cfg.PodCIDR,
+				HairpinVeth:                  cfg.HairpinMode != config.HairpinNone && cfg.NetworkPlugin != network.CNIPluginName,
+				Streaming:                    streams,
+				Logger:                       logger,
+				KeepReply:                    replies.Keep,
+				ConcurrentStarts:             cfg.ConcurrentStarts(runtime.NumCPU()),
+			})
+		})
+	}()
+	// The service, once built, is closed last of all (after the server stopped).
+	defer func() {
+		cancelConnect()
+		if connected != nil {
+			if svc := <-connected; svc != nil {
+				svc.Close()
+			}
+		}
+		if svc := built.Load(); svc != nil {
+			svc.Close()
+		}
+	}()
+
+	for done := false; !done; {
+		select {
+		case err := <-served:
+			return fmt.Errorf("serve: %w", err)
+		case err := <-streamsServed:
+			return fmt.Errorf("streaming server: %w", err)
+		case <-ctx.Done():
+			done = true
+		case svc := <-connected:
+			connected = nil
+			if svc == nil { // ctx ended while connecting
+				continue
+			}
+			built.Store(svc)
+			gate.Serve(svc)
+			log.WithFields(logrus.Fields{"endpoint": cfg.ContainerRuntimeEndpoint, "docker": cfg.DockerEndpoint, "docker_api": docker.APIVersion(), "version": core.Version}).Info("cri-dockerd serving")
+			notifySystemd(log, "STATUS=serving")
+		}
 	}
 	log.Info("shutting down")
 	notifySystemd(log, daemon.SdNotifyStopping)
@@ -179,6 +203,76 @@ func serve(ctx context.Context, cfg *config.Config) error {
 		_ = os.Remove(socketPath)
 	}
 	return nil
+}
+
+// dockerNotConnected is Status's reason until cri-dockerd has connected to Docker.
+const dockerNotConnected = "DockerDaemonNotReady"
+
+// connectBackoff bounds the wait between attempts to reach Docker; connectLogEvery how often
+// a Docker that stays away is logged again.
+const (
+	connectBackoffMin = 250 * time.Millisecond
+	connectBackoffMax = 5 * time.Second
+	connectLogEvery   = 30 * time.Second
+)
+
+// connect waits for Docker and builds the service, trying again until it succeeds; nil once
+// ctx ended. Each failure is what Status says, and is logged when it is new or every
+// connectLogEvery.
+func connect(ctx context.Context, cfg *config.Config, log *logrus.Entry, gate *standby.Gate, containers *store.Store, build func(context.Context) (*core.Service, error)) *core.Service {
+	began := time.Now()
+	backoff := connectBackoffMin
+	var lastMsg string
+	var lastLog time.Time
+	filling := false
+	for {
+		attemptCtx, cancel := context.WithTimeout(ctx, cfg.RuntimeRequestTimeout)
+		svc, err := connectOnce(attemptCtx, cfg, log, containers, &filling, build)
+		cancel()
+		if err == nil {
+			if !lastLog.IsZero() {
+				log.Infof("connected to docker at %s after %v", cfg.DockerEndpoint, time.Since(began).Round(time.Millisecond))
+			}
+			return svc
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		msg := err.Error()
+		gate.Waiting(dockerNotConnected, msg+" (retrying)")
+		if msg != lastMsg || time.Since(lastLog) >= connectLogEvery {
+			log.Warnf("%s; retrying, serving Status not ready and Unavailable until then (waiting %v)", msg, time.Since(began).Round(time.Second))
+			lastMsg, lastLog = msg, time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, connectBackoffMax)
+	}
+}
+
+// connectOnce pings Docker, starts filling the container store (once), and builds the service.
+func connectOnce(ctx context.Context, cfg *config.Config, log *logrus.Entry, containers *store.Store, filling *bool, build func(context.Context) (*core.Service, error)) (*core.Service, error) {
+	if err := containers.Docker().Ping(ctx); err != nil {
+		return nil, fmt.Errorf("docker at %s is not reachable: %w", cfg.DockerEndpoint, err)
+	}
+	if !*filling {
+		*filling = true
+		if err := containers.Start(ctx, time.Second); err != nil {
+			// Docker answers, but not about every container (an inspect that hangs on a stuck
+			// runtime): serve anyway; reads go to Docker until the store's next relist succeeds.
+			log.Warnf("container store not filled (%v): lists and status calls go to Docker until it is", err)
+		} else {
+			log.WithField("containers", containers.Len()).Debug("container store filled from docker")
+		}
+	}
+	svc, err := build(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("start the service: %w", err)
+	}
+	return svc, nil
 }
 
 // listen opens the CRI endpoint and returns the path of a socket file that is ours to remove

@@ -1,0 +1,119 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// With Docker not up yet, cri-dockerd serves its socket at once, as containerd's CRI does:
+// Status is not ready with the reason, the calls that need Docker answer Unavailable, and it
+// connects when Docker comes, without a restart. It used to exit in 0.2 s, and systemd's start
+// limit then gave up on it for good.
+func TestDockerLateAtStart(t *testing.T) {
+	pd := StartPrivateDockerd(t, busyboxImage, pauseImage)
+	pd.Stop()
+	d := NewDaemon(t, "--docker-endpoint", pd.Host)
+	d.DockerLater = true
+	d.Start()
+
+	ctx, cancel := context.WithTimeout(t.Context(), scaled(time.Minute))
+	defer cancel()
+	st, err := d.Runtime.Status(ctx, &runtimeapi.StatusRequest{})
+	if err != nil {
+		t.Fatalf("Status with Docker not up: %v", err)
+	}
+	wantNotReady(t, st, pd.Host)
+	_, err = d.Runtime.Version(ctx, &runtimeapi.VersionRequest{})
+	wantCode(t, err, codes.Unavailable, pd.Host)
+	_, err = d.Runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	wantCode(t, err, codes.Unavailable)
+	podCfg := hostNetworkPod(newPodConfig(t, "late"))
+	_, err = d.Runtime.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: podCfg})
+	wantCode(t, err, codes.Unavailable)
+	_, err = d.Images.ListImages(ctx, &runtimeapi.ListImagesRequest{})
+	wantCode(t, err, codes.Unavailable)
+	if !d.Running() {
+		t.Fatal("cri-dockerd exited while Docker was not up")
+	}
+
+	pd.Start()
+	awaitRuntimeReady(t, func(ctx context.Context) (*runtimeapi.StatusResponse, error) {
+		return d.Runtime.Status(ctx, &runtimeapi.StatusRequest{})
+	})
+	if _, err := d.Runtime.Version(ctx, &runtimeapi.VersionRequest{}); err != nil {
+		t.Errorf("Version once Docker is up: %v", err)
+	}
+	podID := runPod(t, d, podCfg, "")
+	if _, err := d.Runtime.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: podID}); err != nil {
+		t.Error(err)
+	}
+	if _, err := d.Runtime.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: podID}); err != nil {
+		t.Error(err)
+	}
+}
+
+// The same under socket activation: READY=1 comes at once (systemd's start does not wait on
+// Docker, and the unit never fails), Status over the passed socket is not ready, then ready once
+// Docker is up, and STATUS= says which.
+func TestDockerLateAtStartSocketActivated(t *testing.T) {
+	pd := StartPrivateDockerd(t, busyboxImage, pauseImage)
+	pd.Stop()
+	a := startActivated(t, pd.Host)
+	a.awaitNote(t, "READY=1")
+
+	ctx, cancel := context.WithTimeout(t.Context(), scaled(time.Minute))
+	defer cancel()
+	st, err := a.Client.Status(ctx, &runtimeapi.StatusRequest{})
+	if err != nil {
+		t.Fatalf("Status over the activated socket with Docker not up: %v", err)
+	}
+	wantNotReady(t, st, pd.Host)
+	_, err = a.Client.Version(ctx, &runtimeapi.VersionRequest{})
+	wantCode(t, err, codes.Unavailable)
+
+	pd.Start()
+	a.awaitNote(t, "STATUS=serving")
+	awaitRuntimeReady(t, func(ctx context.Context) (*runtimeapi.StatusResponse, error) {
+		return a.Client.Status(ctx, &runtimeapi.StatusRequest{})
+	})
+	a.stop(t)
+}
+
+// wantNotReady checks both conditions are false with the reason of a Docker not reached, and a
+// message naming its endpoint.
+func wantNotReady(t *testing.T, st *runtimeapi.StatusResponse, endpoint string) {
+	t.Helper()
+	for _, c := range st.GetStatus().GetConditions() {
+		if c.Status || c.Reason != "DockerDaemonNotReady" || !strings.Contains(c.Message, endpoint) {
+			t.Errorf("condition %s = %v, reason %q, message %q; want false, DockerDaemonNotReady, the endpoint %s", c.Type, c.Status, c.Reason, c.Message, endpoint)
+		}
+	}
+	if n := len(st.GetStatus().GetConditions()); n != 2 {
+		t.Errorf("%d conditions, want RuntimeReady and NetworkReady", n)
+	}
+}
+
+// awaitRuntimeReady waits until status reports RuntimeReady.
+func awaitRuntimeReady(t *testing.T, status func(context.Context) (*runtimeapi.StatusResponse, error)) {
+	t.Helper()
+	deadline := time.Now().Add(scaled(time.Minute))
+	for {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		st, err := status(ctx)
+		cancel()
+		if err == nil && len(st.Status.Conditions) > 0 && st.Status.Conditions[0].Status {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not ready a minute after Docker started: %v, %v", st, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -1,0 +1,132 @@
+// Package standby serves the CRI on a gRPC server before the service behind it exists: while
+// cri-dockerd waits for Docker at its start, Status answers RuntimeReady=false with the reason,
+// and every other call answers Unavailable (gRPC's "retry me"). Once the service is built, every
+// call goes to it. The kubelet, crictl and systemd's socket activation so find a socket that
+// answers from the first moment, as containerd's CRI does.
+package standby
+
+import (
+	"context"
+	"reflect"
+	"sync"
+	"sync/atomic"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// Service is what the gate hands calls to once it is ready.
+type Service interface {
+	runtimeapi.RuntimeServiceServer
+	runtimeapi.ImageServiceServer
+}
+
+// Gate stands in for a Service until Serve.
+type Gate struct {
+	svc atomic.Pointer[Service]
+
+	mu              sync.Mutex
+	reason, message string
+}
+
+// New is a gate that answers not ready with reason and message until Serve or Waiting.
+func New(reason, message string) *Gate {
+	return &Gate{reason: reason, message: message}
+}
+
+// Waiting changes what the gate answers while it waits (the last error, say).
+func (g *Gate) Waiting(reason, message string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.reason, g.message = reason, message
+}
+
+// Serve hands every call from now on to svc.
+func (g *Gate) Serve(svc Service) { g.svc.Store(&svc) }
+
+// Ready reports whether Serve was called.
+func (g *Gate) Ready() bool { return g.svc.Load() != nil }
+
+// Register registers the RuntimeService and ImageService on server, answered by the gate.
+func (g *Gate) Register(server *grpc.Server) {
+	server.RegisterService(g.desc(&runtimeapi.RuntimeService_ServiceDesc, reflect.TypeFor[runtimeapi.RuntimeServiceServer]()), g)
+	server.RegisterService(g.desc(&runtimeapi.ImageService_ServiceDesc, reflect.TypeFor[runtimeapi.ImageServiceServer]()), g)
+}
+
+// desc is a copy of the generated service description whose handlers ask the gate which server
+// answers. Its HandlerType accepts any server, since the gate itself implements neither.
+func (g *Gate) desc(orig *grpc.ServiceDesc, iface reflect.Type) *grpc.ServiceDesc {
+	d := *orig
+	d.HandlerType = (*any)(nil)
+	d.Methods = make([]grpc.MethodDesc, len(orig.Methods))
+	for i, m := range orig.Methods {
+		d.Methods[i] = g.unary(d.ServiceName, m, iface)
+	}
+	d.Streams = make([]grpc.StreamDesc, len(orig.Streams))
+	for i, s := range orig.Streams {
+		d.Streams[i] = g.stream(s)
+	}
+	return &d
+}
+
+func (g *Gate) unary(service string, m grpc.MethodDesc, iface reflect.Type) grpc.MethodDesc {
+	handler := m.Handler
+	method, ok := iface.MethodByName(m.MethodName)
+	if !ok {
+		panic("standby: " + iface.String() + " has no method " + m.MethodName)
+	}
+	// (ctx, *Request): the request type to decode into while no service answers.
+	request := method.Type.In(1).Elem()
+	info := &grpc.UnaryServerInfo{Server: g, FullMethod: "/" + service + "/" + m.MethodName}
+	m.Handler = func(_ any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
+		if svc := g.svc.Load(); svc != nil {
+			return handler(*svc, ctx, dec, interceptor)
+		}
+		req := reflect.New(request).Interface()
+		if err := dec(req); err != nil {
+			return nil, err
+		}
+		answer := func(context.Context, any) (any, error) { return g.standIn(info.FullMethod, req) }
+		if interceptor == nil {
+			return answer(ctx, req)
+		}
+		return interceptor(ctx, req, info, answer)
+	}
+	return m
+}
+
+func (g *Gate) stream(s grpc.StreamDesc) grpc.StreamDesc {
+	handler := s.Handler
+	s.Handler = func(_ any, stream grpc.ServerStream) error {
+		if svc := g.svc.Load(); svc != nil {
+			return handler(*svc, stream)
+		}
+		return g.unavailable()
+	}
+	return s
+}
+
+// statusMethod is the one call answered for real while waiting: the kubelet learns from it
+// why the node is not ready.
+var statusMethod = "/" + runtimeapi.RuntimeService_ServiceDesc.ServiceName + "/Status"
+
+func (g *Gate) standIn(method string, req any) (any, error) {
+	if method != statusMethod {
+		return nil, g.unavailable()
+	}
+	g.mu.Lock()
+	reason, message := g.reason, g.message
+	g.mu.Unlock()
+	return &runtimeapi.StatusResponse{Status: &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{
+		{Type: runtimeapi.RuntimeReady, Reason: reason, Message: message},
+		{Type: runtimeapi.NetworkReady, Reason: reason, Message: message},
+	}}}, nil
+}
+
+func (g *Gate) unavailable() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return status.Errorf(codes.Unavailable, "cri-dockerd is not serving yet: %s", g.message)
+}

@@ -1,0 +1,109 @@
+package standby
+
+import (
+	"context"
+	"net"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+type service struct {
+	runtimeapi.UnimplementedRuntimeServiceServer
+	runtimeapi.UnimplementedImageServiceServer
+}
+
+func (service) Version(context.Context, *runtimeapi.VersionRequest) (*runtimeapi.VersionResponse, error) {
+	return &runtimeapi.VersionResponse{RuntimeName: "docker", RuntimeVersion: "29.8.0"}, nil
+}
+
+func (service) ListImages(context.Context, *runtimeapi.ListImagesRequest) (*runtimeapi.ListImagesResponse, error) {
+	return &runtimeapi.ListImagesResponse{Images: []*runtimeapi.Image{{Id: "sha256:1"}}}, nil
+}
+
+// serve runs a gRPC server with the gate behind an interceptor that counts the calls it sees.
+func serve(t *testing.T, g *Gate) (runtimeapi.RuntimeServiceClient, runtimeapi.ImageServiceClient, *atomic.Int32) {
+	t.Helper()
+	lis, err := net.Listen("unix", filepath.Join(t.TempDir(), "cri.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen atomic.Int32
+	count := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		seen.Add(1)
+		return handler(ctx, req)
+	}
+	server := grpc.NewServer(grpc.UnaryInterceptor(count))
+	g.Register(server)
+	go server.Serve(lis)
+	t.Cleanup(server.Stop)
+	conn, err := grpc.NewClient("unix://"+lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return runtimeapi.NewRuntimeServiceClient(conn), runtimeapi.NewImageServiceClient(conn), &seen
+}
+
+func TestGateAnswersNotReadyUntilServed(t *testing.T) {
+	g := New("DockerDaemonNotReady", "waiting for docker at unix:///var/run/docker.sock")
+	rt, img, seen := serve(t, g)
+	ctx := t.Context()
+
+	st, err := rt.Status(ctx, &runtimeapi.StatusRequest{Verbose: true})
+	if err != nil {
+		t.Fatalf("Status while waiting: %v", err)
+	}
+	if len(st.Status.Conditions) != 2 {
+		t.Fatalf("conditions %v, want RuntimeReady and NetworkReady", st.Status.Conditions)
+	}
+	for _, c := range st.Status.Conditions {
+		if c.Status || c.Reason != "DockerDaemonNotReady" || c.Message != "waiting for docker at unix:///var/run/docker.sock" {
+			t.Errorf("condition %v while waiting; want false with the gate's reason and message", c)
+		}
+	}
+	g.Waiting("DockerDaemonNotReady", "docker: connection refused")
+	_, err = rt.Version(ctx, &runtimeapi.VersionRequest{})
+	if status.Code(err) != codes.Unavailable || status.Convert(err).Message() != "cri-dockerd is not serving yet: docker: connection refused" {
+		t.Errorf("Version while waiting: %v; want Unavailable with the last message", err)
+	}
+	if _, err := img.ListImages(ctx, &runtimeapi.ListImagesRequest{}); status.Code(err) != codes.Unavailable {
+		t.Errorf("ListImages while waiting: %v; want Unavailable", err)
+	}
+	events, err := rt.GetContainerEvents(ctx, &runtimeapi.GetEventsRequest{})
+	if err == nil {
+		_, err = events.Recv()
+	}
+	if status.Code(err) != codes.Unavailable {
+		t.Errorf("GetContainerEvents while waiting: %v; want Unavailable", err)
+	}
+	if n := seen.Load(); n != 3 {
+		t.Errorf("the interceptors saw %d unary calls while waiting, want 3 (logs and metrics count them too)", n)
+	}
+	if g.Ready() {
+		t.Error("Ready before Serve")
+	}
+
+	g.Serve(service{})
+	v, err := rt.Version(ctx, &runtimeapi.VersionRequest{})
+	if err != nil || v.RuntimeVersion != "29.8.0" {
+		t.Errorf("Version once served = %v, %v; want the service's answer", v, err)
+	}
+	list, err := img.ListImages(ctx, &runtimeapi.ListImagesRequest{})
+	if err != nil || len(list.Images) != 1 {
+		t.Errorf("ListImages once served = %v, %v; want the service's answer", list, err)
+	}
+	// What the service does not implement stays its own answer.
+	if _, err := rt.Status(ctx, &runtimeapi.StatusRequest{}); status.Code(err) != codes.Unimplemented {
+		t.Errorf("Status once served by a service without it: %v; want Unimplemented", err)
+	}
+	if n := seen.Load(); n != 6 {
+		t.Errorf("the interceptors saw %d unary calls, want 6", n)
+	}
+}
