@@ -78,7 +78,7 @@ func (s *goroutineSampler) Stop() int {
 func settledGoroutines(t *testing.T, addr string) (int, string) {
 	t.Helper()
 	last, dump := goroutineDump(t, addr)
-	for same, deadline := 0, time.Now().Add(goroutineSettle); same < 5; {
+	for same, deadline := 0, time.Now().Add(scaled(goroutineSettle)); same < 5; {
 		if time.Now().After(deadline) {
 			t.Logf("the goroutine count did not settle within %v; taking %d", goroutineSettle, last)
 			break
@@ -242,7 +242,7 @@ func TestConcurrentRunAndRemovalOf100PodsLeavesNothing(t *testing.T) {
 	// The goroutines come back to the baseline. Bounded, so that a leak fails rather than
 	// hangs: the wait is for the last followers and streams to end.
 	after, afterDump := goroutineDump(t, addr)
-	for deadline := time.Now().Add(goroutineSettle); after > baseline+goroutineSlack && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(scaled(goroutineSettle)); after > baseline+goroutineSlack && time.Now().Before(deadline); {
 		time.Sleep(200 * time.Millisecond)
 		after, afterDump = goroutineDump(t, addr)
 	}

@@ -658,7 +658,7 @@ func (r *eventRecorder) ended() error {
 // wait waits (30 s at most) until cond holds for the events so far, and returns them.
 func (r *eventRecorder) wait(t *testing.T, what string, cond func([]recordedEvent) bool) []recordedEvent {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(scaled(30 * time.Second))
 	for {
 		evs := r.since(time.Time{})
 		if cond(evs) {

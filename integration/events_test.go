@@ -56,7 +56,7 @@ func openContainerEvents(t testing.TB, d *Daemon) *eventsStream {
 // waitEvent returns the next event of type typ for container id, skipping others.
 func (es *eventsStream) waitEvent(t testing.TB, id string, typ runtimeapi.ContainerEventType) *runtimeapi.ContainerEventResponse {
 	t.Helper()
-	timeout := time.After(30 * time.Second)
+	timeout := time.After(scaled(30 * time.Second))
 	for {
 		select {
 		case ev, ok := <-es.ch:
@@ -194,7 +194,7 @@ func TestContainerEventsSurviveDockerRestart(t *testing.T) {
 	// awaitReconnect waits until the watcher follows Docker again after n earlier reconnects.
 	awaitReconnect := func(n int, since time.Time, sinceWhat, what string) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
+		deadline := time.Now().Add(scaled(30 * time.Second))
 		for reconnects() <= n {
 			if time.Now().After(deadline) {
 				t.Fatalf("%s: cri-dockerd did not follow Docker's events again within 30 s", what)
@@ -227,7 +227,7 @@ func TestContainerEventsSurviveDockerRestart(t *testing.T) {
 			}
 			return true
 		}
-		timeout := time.After(30 * time.Second)
+		timeout := time.After(scaled(30 * time.Second))
 		for !done() {
 			select {
 			case ev, ok := <-es.ch:
@@ -323,7 +323,7 @@ func TestContainerEventsSurviveDockerRestart(t *testing.T) {
 	pd.Stop()
 	before := strings.Count(d.readLog(), "component=events")
 	freeze(false)
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(scaled(10 * time.Second))
 	for strings.Count(d.readLog(), "component=events") == before && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}

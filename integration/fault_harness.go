@@ -44,7 +44,7 @@ func (d *Daemon) Kill() {
 	}
 	<-d.done
 	if d.ProcessGroup {
-		for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		for deadline := time.Now().Add(scaled(time.Minute)); ; time.Sleep(10 * time.Millisecond) {
 			left := processGroup(pid)
 			if len(left) == 0 {
 				break

@@ -124,7 +124,7 @@ func httpFrom(t testing.TB, d *Daemon, id, ip string) string {
 	t.Helper()
 	request := fmt.Sprintf(`printf 'GET / HTTP/1.0\r\nHost: %s\r\n\r\n' | nc -w 5 %s 8080`, ip, ip)
 	var last string
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+	for deadline := time.Now().Add(scaled(20 * time.Second)); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
 		resp, err := d.Runtime.ExecSync(t.Context(), &runtimeapi.ExecSyncRequest{ContainerId: id, Cmd: []string{"sh", "-c", request}, Timeout: 10})
 		if err == nil && strings.Contains(string(resp.Stdout), "200 OK") {
 			return string(resp.Stdout)
@@ -288,7 +288,7 @@ func TestGVisorExecAttachAndPortForward(t *testing.T) {
 		if err != nil {
 			t.Errorf("attach session: %v", err)
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(scaled(30 * time.Second)):
 		t.Fatalf("attach did not end when the container exited; stdout %q", stdout.String())
 	}
 	stdinW.Close()
@@ -297,7 +297,7 @@ func TestGVisorExecAttachAndPortForward(t *testing.T) {
 	}
 
 	local := 0
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+	for deadline := time.Now().Add(scaled(20 * time.Second)); ; time.Sleep(200 * time.Millisecond) {
 		// client-go's forwarder gives up on the first refused connection: retry the session
 		// until httpd listens (gVisor's hostinet /proc/net/tcp is not the probe to wait on).
 		local = stForward(t, d, pod, 8080)
@@ -335,7 +335,7 @@ func TestGVisorAbortedExecSessionLeavesNoProcess(t *testing.T) {
 			t.Fatalf("tty %v: the session's process never wrote (%q): the test proves nothing", tty, out.String())
 		}
 		var procs []string
-		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		for deadline := time.Now().Add(scaled(15 * time.Second)); ; time.Sleep(200 * time.Millisecond) {
 			procs = stProcesses(t, ctr)
 			left := false
 			for _, p := range procs {
@@ -522,7 +522,7 @@ func TestGVisorStopAndRemoveLeaveNothing(t *testing.T) {
 		t.Errorf("%d Docker containers of the pod left", len(list))
 	}
 	var procs []string
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(scaled(10 * time.Second)); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		if procs = append(gvisorProcesses(t, pod), gvisorProcesses(t, ctr)...); len(procs) == 0 {
 			break
 		}

@@ -151,7 +151,7 @@ func (d *Daemon) Start() {
 	d.Runtime = runtimeapi.NewRuntimeServiceClient(d.conn)
 	d.Images = runtimeapi.NewImageServiceClient(d.conn)
 
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(scaled(30 * time.Second))
 	for {
 		select {
 		case <-d.done:
@@ -188,7 +188,7 @@ func (d *Daemon) Stop() {
 	}
 	select {
 	case <-d.done:
-	case <-time.After(15 * time.Second):
+	case <-time.After(scaled(15 * time.Second)):
 		_ = d.cmd.Process.Kill()
 		<-d.done
 		d.t.Errorf("cri-dockerd did not exit within 15 s of SIGTERM")

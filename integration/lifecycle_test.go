@@ -124,7 +124,7 @@ func TestContainerOutputIsReadableAtLogPath(t *testing.T) {
 	path := filepath.Join(podCfg.LogDirectory, "app.log")
 	var content []byte
 	var err error
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(scaled(5 * time.Second)); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		if content, err = os.ReadFile(path); err == nil && strings.Contains(string(content), "hello-from-app") {
 			return
 		}

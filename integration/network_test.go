@@ -182,7 +182,7 @@ func httpGet(t *testing.T, url string) string {
 	t.Helper()
 	client := &http.Client{Timeout: 3 * time.Second}
 	var last error
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(scaled(15 * time.Second)); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		resp, err := client.Get(url)
 		if err != nil {
 			last = err
@@ -230,7 +230,7 @@ func TestCNIPodsReachEachOtherAndAHostPort(t *testing.T) {
 	// the test image's dynamically linked busybox wget crashes on this VM.)
 	request := fmt.Sprintf(`printf 'GET / HTTP/1.0\r\nHost: %s\r\n\r\n' | nc -w 5 %s 8080`, serverIP, serverIP)
 	var answer string
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(scaled(15 * time.Second)); ; time.Sleep(100 * time.Millisecond) {
 		resp, err := d.Runtime.ExecSync(t.Context(), &runtimeapi.ExecSyncRequest{ContainerId: sleeperID, Cmd: []string{"sh", "-c", request}, Timeout: 10})
 		answer = fmt.Sprintf("%q (stderr %q, err %v)", resp.GetStdout(), resp.GetStderr(), err)
 		if err == nil && strings.Contains(string(resp.Stdout), "200 OK") && strings.Contains(string(resp.Stdout), marker) {

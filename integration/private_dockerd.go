@@ -329,7 +329,7 @@ func (p *PrivateDockerd) start() error {
 		return fmt.Errorf("start dockerd: %v (Debian's docker.io provides it: %s)", err, setupHint)
 	}
 
-	deadline := time.Now().Add(privateDockerdStartTimeout)
+	deadline := time.Now().Add(scaled(privateDockerdStartTimeout))
 	for {
 		select {
 		case <-p.done:
@@ -368,7 +368,7 @@ func (p *PrivateDockerd) stop() error {
 	}
 	select {
 	case <-p.done:
-	case <-time.After(privateDockerdStopTimeout):
+	case <-time.After(scaled(privateDockerdStopTimeout)):
 		_ = p.cmd.Process.Kill()
 		<-p.done
 		return fmt.Errorf("private dockerd did not exit within %v of SIGTERM (killed); log:\n%s", privateDockerdStopTimeout, p.tailLog())

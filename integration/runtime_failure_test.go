@@ -163,7 +163,7 @@ func dockerCreates(t testing.TB, label string) func(n int) []string {
 	var ids []string
 	return func(n int) []string {
 		t.Helper()
-		timeout := time.After(time.Minute)
+		timeout := time.After(scaled(time.Minute))
 		for len(ids) < n {
 			select {
 			case m := <-msgs:

@@ -196,7 +196,7 @@ func TestCreateContainerIntoASandboxThatEndedIsRefused(t *testing.T) {
 	// The removal's event may still be on its way: bounded wait, and every attempt that got
 	// through before it is counted below.
 	var err error
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(scaled(10 * time.Second)); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if err = create(removed, removedCfg); err != nil {
 			break
 		}

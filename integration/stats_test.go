@@ -326,7 +326,7 @@ func stopRecorded(id string) {
 		return
 	}
 	_ = syscall.Kill(pid, syscall.SIGTERM)
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline) && procIdentity(pid) == id; {
+	for deadline := time.Now().Add(scaled(15 * time.Second)); time.Now().Before(deadline) && procIdentity(pid) == id; {
 		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -266,7 +266,7 @@ func watchExitLatency(t *testing.T, pd *PrivateDockerd, d *Daemon) *exitLatency 
 					l.wg.Add(1)
 					go func(id string) {
 						defer l.wg.Done()
-						for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(time.Millisecond) {
+						for deadline := time.Now().Add(scaled(10 * time.Second)); time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(time.Millisecond) {
 							lst, err := d.Runtime.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{Id: id}})
 							if err == nil && len(lst.Containers) == 1 && lst.Containers[0].State == runtimeapi.ContainerState_CONTAINER_EXITED {
 								l.mu.Lock()
@@ -275,7 +275,7 @@ func watchExitLatency(t *testing.T, pd *PrivateDockerd, d *Daemon) *exitLatency 
 								break
 							}
 						}
-						for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(time.Millisecond) {
+						for deadline := time.Now().Add(scaled(10 * time.Second)); time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(time.Millisecond) {
 							st, err := d.Runtime.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id})
 							if err != nil {
 								return // removed, or dockerd restarting

@@ -268,7 +268,7 @@ func stTTYResize(t *testing.T, run func(remotecommand.StreamOptions) error) {
 	for _, size := range []remotecommand.TerminalSize{{Width: 100, Height: 30}, {Width: 211, Height: 57}} {
 		sizes <- size
 		want := fmt.Sprintf("%d %d", size.Height, size.Width)
-		deadline := time.Now().Add(20 * time.Second)
+		deadline := time.Now().Add(scaled(20 * time.Second))
 		for !strings.Contains(out.String(), want) {
 			if time.Now().After(deadline) {
 				t.Fatalf("terminal never reported size %q; output so far %q", want, out.String())
@@ -288,7 +288,7 @@ func stTTYResize(t *testing.T, run func(remotecommand.StreamOptions) error) {
 		if err != nil {
 			t.Errorf("session: %v", err)
 		}
-	case <-time.After(20 * time.Second):
+	case <-time.After(scaled(20 * time.Second)):
 		t.Errorf("session did not end after q; output %q", out.String())
 	}
 	close(sizes)
@@ -322,7 +322,7 @@ func TestAttachToRunningContainer(t *testing.T) {
 		done <- stSPDY(t.Context(), u, remotecommand.StreamOptions{Stdin: stdinR, Stdout: &stdout, Stderr: &stderr})
 	}()
 	_, _ = stdinW.Write([]byte("hello\n"))
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(scaled(20 * time.Second))
 	for !strings.Contains(stdout.String(), "got hello") && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -332,7 +332,7 @@ func TestAttachToRunningContainer(t *testing.T) {
 		if err != nil {
 			t.Errorf("attach session: %v", err)
 		}
-	case <-time.After(20 * time.Second):
+	case <-time.After(scaled(20 * time.Second)):
 		t.Fatalf("attach did not end when the container exited")
 	}
 	stdinW.Close()
@@ -385,7 +385,7 @@ func stForward(t *testing.T, d *Daemon, podID string, port int) int {
 	case <-ready:
 	case err := <-forwarded:
 		t.Fatalf("port forwarder: %v", err)
-	case <-time.After(20 * time.Second):
+	case <-time.After(scaled(20 * time.Second)):
 		t.Fatal("port forwarder not ready")
 	}
 	ports, err := pf.GetPorts()
@@ -398,7 +398,7 @@ func stForward(t *testing.T, d *Daemon, podID string, port int) int {
 // stGet fetches a URL, retrying while the pod's server starts.
 func stGet(t *testing.T, rawURL string) string {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(scaled(20 * time.Second))
 	for {
 		resp, err := http.Get(rawURL)
 		if err == nil {
@@ -443,7 +443,7 @@ func TestPortForwardToPodServer(t *testing.T) {
 // stWaitListening waits until something in the container's pod accepts connections on port.
 func stWaitListening(t testing.TB, d *Daemon, ctrID string, port int) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(scaled(20 * time.Second))
 	for {
 		// A listening socket of the pod's namespace, without connecting to it.
 		probe := fmt.Sprintf("grep -Eq ':%04X [0-9A-F]+:0000 0A ' /proc/net/tcp /proc/net/tcp6", port)
@@ -514,7 +514,7 @@ func TestPortForwardHalfCloseReachesPodServer(t *testing.T) {
 	// wc -c answers only after its input ended: the client's half-close must reach it.
 	podID, ctrID := stPod(t, d, "st-halfclose", "exec nc -ll -p 9090 -e wc -c", nil)
 	stWaitListening(t, d, ctrID, 9090)
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(scaled(20 * time.Second))
 	for {
 		conn, data, errStream := stPortStreams(t, d, podID, 9090)
 		_, _ = data.Write([]byte("12345"))
@@ -748,7 +748,7 @@ func TestFailingAndAbortedSessionsLeaveNothingBehind(t *testing.T) {
 	// Idle keep-alive connections to Docker may come and go: allow a few.
 	const slack = 4
 	var after int
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(scaled(10 * time.Second))
 	for {
 		after = stOpenFDs(t, pid)
 		if after <= before+slack || time.Now().After(deadline) {
@@ -769,7 +769,7 @@ func TestFailingAndAbortedSessionsLeaveNothingBehind(t *testing.T) {
 		}
 	}
 	var procs []string
-	deadline = time.Now().Add(10 * time.Second)
+	deadline = time.Now().Add(scaled(10 * time.Second))
 	for {
 		procs = stProcesses(t, ctrID)
 		leftover := false

@@ -142,7 +142,7 @@ exec "$0" "$@"`, netDir, cniBinDir, rootDir)
 		_ = cmd.Process.Signal(os.Interrupt)
 		select {
 		case <-done:
-		case <-time.After(15 * time.Second):
+		case <-time.After(scaled(15 * time.Second)):
 			_ = cmd.Process.Kill()
 			<-done
 		}
@@ -164,7 +164,7 @@ exec "$0" "$@"`, netDir, cniBinDir, rootDir)
 		}
 		return strings.TrimSpace(stdout.String())
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(scaled(30 * time.Second))
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		err := exec.CommandContext(ctx, crictl, "--runtime-endpoint", tc.endpoint, "--timeout", "2s", "version").Run()
@@ -259,7 +259,7 @@ func checkDockerdInRuntimeCgroup(t *testing.T) {
 	pid := strconv.Itoa(dockerdPID(t))
 	want := "/system.slice/docker.service"
 	var line string
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(scaled(10 * time.Second))
 	for time.Now().Before(deadline) {
 		line = cgroupLine(t, pid, "cpu")
 		if strings.HasSuffix(line, ":"+want) {

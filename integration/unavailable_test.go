@@ -59,7 +59,7 @@ func TestDockerDownAnswersUnavailableThenRecovers(t *testing.T) {
 	pd.Start()
 	up := time.Now()
 	for name, call := range calls {
-		deadline := time.Now().Add(10 * time.Second)
+		deadline := time.Now().Add(scaled(10 * time.Second))
 		for {
 			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 			err := call(ctx)
