@@ -16,7 +16,8 @@ import (
 // DockerDaemonNotResponding. Version answers what Docker last said, and the reads come from
 // memory. Once dockerd runs again, Status is ready again.
 func TestStatusAnswersWhileDockerdIsFrozen(t *testing.T) {
-	pd := StartPrivateDockerd(t, busyboxImage, pauseImage)
+	// The engine of the run: Docker 29 in integration-docker29.
+	pd := StartPrivateDockerdWith(t, PrivateDockerdOptions{Docker29: sharedEngineMajor(t) >= 29}, busyboxImage, pauseImage)
 	d := StartDaemon(t, "--docker-endpoint", pd.Host)
 	podCfg := hostNetworkPod(newPodConfig(t, "frozen"))
 	podID := runPod(t, d, podCfg, "")

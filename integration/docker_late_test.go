@@ -17,7 +17,8 @@ import (
 // connects when Docker comes, without a restart. It used to exit in 0.2 s, and systemd's start
 // limit then gave up on it for good.
 func TestDockerLateAtStart(t *testing.T) {
-	pd := StartPrivateDockerd(t, busyboxImage, pauseImage)
+	// The engine of the run: Docker 29 in integration-docker29.
+	pd := StartPrivateDockerdWith(t, PrivateDockerdOptions{Docker29: sharedEngineMajor(t) >= 29}, busyboxImage, pauseImage)
 	pd.Stop()
 	d := NewDaemon(t, "--docker-endpoint", pd.Host)
 	d.DockerLater = true
@@ -63,7 +64,8 @@ func TestDockerLateAtStart(t *testing.T) {
 // Docker, and the unit never fails), Status over the passed socket is not ready, then ready once
 // Docker is up, and STATUS= says which.
 func TestDockerLateAtStartSocketActivated(t *testing.T) {
-	pd := StartPrivateDockerd(t, busyboxImage, pauseImage)
+	// The engine of the run: Docker 29 in integration-docker29.
+	pd := StartPrivateDockerdWith(t, PrivateDockerdOptions{Docker29: sharedEngineMajor(t) >= 29}, busyboxImage, pauseImage)
 	pd.Stop()
 	a := startActivated(t, pd.Host)
 	a.awaitNote(t, "READY=1")
