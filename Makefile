@@ -82,13 +82,16 @@ critest: build setup
 
 # The last lines compare with upstream cri-dockerd v0.4.3, built once from the module proxy
 # (integration/setup/upstream.sh), on one private dockerd: 200 concurrent RunPodSandbox, and a
-# node of 100 and 250 pods (lists, a status sweep, RSS, restart, 100 pods started 16 at a time);
+# node of 100 and 250 pods (lists, a status sweep, RSS, restart, 100 pods started 16 at a time),
+# StopPodSandbox alone (Docker's bridge, CNI, and with the pod's container still running);
 # then bench-density, pods started through the real kubelet.
 bench: build setup
-	$(GO) test -tags integration -run XXX -bench . -skip 'Stats|ContainerEventLatency|ConcurrentRunPodSandbox|NodeFullOfPods' -benchtime 20x -timeout 30m ./integration/...
+	$(GO) test -tags integration -run XXX -bench . -skip 'Stats|ContainerEventLatency|ConcurrentRunPodSandbox|NodeFullOfPods|StopPodSandbox' -benchtime 20x -timeout 30m ./integration/...
 	$(GO) test -tags integration -run XXX -bench 'Stats|ContainerEventLatency' -benchtime 3x -timeout 30m ./integration/
 	CRI_DOCKERD_UPSTREAM=$$(integration/setup/upstream.sh) $(GO) test -tags integration -run XXX \
 		-bench 'ConcurrentRunPodSandbox|NodeFullOfPods' -benchtime 1x -timeout 60m ./integration/
+	CRI_DOCKERD_UPSTREAM=$$(integration/setup/upstream.sh) $(GO) test -tags integration -run XXX \
+		-bench 'StopPodSandbox' -benchtime 20x -timeout 30m ./integration/
 	$(MAKE) bench-density
 
 # Pod startup density through the real kubelet, ours and upstream in one run

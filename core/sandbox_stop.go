@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
@@ -10,6 +11,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-dockerd/cri-dockerd/libdocker"
+	"github.com/cri-dockerd/cri-dockerd/supervise"
 )
 
 // sandboxStopTimeout is the grace of a sandbox's containers and of the pause container. The
@@ -53,12 +55,24 @@ func (s *Service) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSan
 	if err != nil {
 		return nil, dockerError(err, "list containers of pod sandbox %q", id)
 	}
-	if err := s.stopPodContainers(ctx, id, containers); err != nil {
+	// The containers stop while the network is torn down: its namespace is the pause
+	// container's, which stops last. A pod whose containers still run (crictl stopp, a kubelet
+	// that lost track of them) so waits for the longer of the two, not their sum.
+	stopped := make(chan error, 1)
+	go func() {
+		var err error
+		if p := supervise.Run(s.log, "stop the containers of pod sandbox "+id, func() { err = s.stopPodContainers(ctx, id, containers) }); p != nil {
+			err = status.Errorf(codes.Internal, "%v", p)
+		}
+		stopped <- err
+	}()
+	s.adoptForTearDown(ctx, sandbox)
+	netErr := s.tearDownSandboxNetwork(ctx, sandbox.ID, netNSPath(sandbox))
+	if err := <-stopped; err != nil {
 		return nil, err
 	}
-	s.adoptForTearDown(ctx, sandbox)
-	if err := s.tearDownSandboxNetwork(ctx, sandbox.ID, netNSPath(sandbox)); err != nil {
-		return nil, err
+	if netErr != nil {
+		return nil, netErr
 	}
 	s.releaseUpstreamLeftovers(ctx, sandbox.ID, sandbox.Config.Labels, netNSPath(sandbox))
 	if sandbox.State != nil && sandbox.State.Running {
@@ -70,14 +84,30 @@ func (s *Service) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSan
 	return &runtimeapi.StopPodSandboxResponse{}, nil
 }
 
-// stopPodContainers stops the containers of pod sandbox id that run.
+// stopPodContainers stops the containers of pod sandbox id that run, all at once: each may
+// take its grace period.
 func (s *Service) stopPodContainers(ctx context.Context, id string, containers []container.Summary) error {
+	var running []string
 	for _, c := range containers {
-		if c.State != "running" && c.State != "restarting" && c.State != "paused" {
-			continue
+		if c.State == "running" || c.State == "restarting" || c.State == "paused" {
+			running = append(running, c.ID)
 		}
-		if err := s.docker.StopContainer(ctx, c.ID, sandboxStopTimeout); err != nil && !libdocker.IsNotFound(err) {
-			return dockerError(err, "stop container %q of pod sandbox %q", c.ID, id)
+	}
+	errs := make([]error, len(running))
+	var wg sync.WaitGroup
+	for i, cid := range running {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if p := supervise.Run(s.log, "stop container "+cid, func() { errs[i] = s.docker.StopContainer(ctx, cid, sandboxStopTimeout) }); p != nil {
+				errs[i] = p
+			}
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil && !libdocker.IsNotFound(err) {
+			return dockerError(err, "stop container %q of pod sandbox %q", running[i], id)
 		}
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -24,6 +25,7 @@ type dockerProxy struct {
 
 	mu    sync.Mutex
 	holds []*heldCreate
+	calls map[string]int // by "METHOD /path" with IDs and the API version left out
 }
 
 // heldCreate is a hold on the answer to creates whose container name holds a fragment.
@@ -43,7 +45,7 @@ func startDockerProxy(t testing.TB, upstream string) *dockerProxy {
 		t.Fatal(err)
 	}
 	path := strings.TrimPrefix(upstream, "unix://")
-	p := &dockerProxy{Host: "unix://" + sock}
+	p := &dockerProxy{Host: "unix://" + sock, calls: map[string]int{}}
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.SetURL(&url.URL{Scheme: "http", Host: "docker"})
@@ -55,7 +57,10 @@ func startDockerProxy(t testing.TB, upstream string) *dockerProxy {
 		FlushInterval:  -1, // events and logs stream as Docker sends them
 		ModifyResponse: p.hold,
 	}
-	srv := &http.Server{Handler: rp}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.count(r)
+		rp.ServeHTTP(w, r)
+	})}
 	go srv.Serve(ln)
 	t.Cleanup(func() {
 		p.mu.Lock()
@@ -66,6 +71,28 @@ func startDockerProxy(t testing.TB, upstream string) *dockerProxy {
 		srv.Close()
 	})
 	return p
+}
+
+var (
+	apiVersionPrefix = regexp.MustCompile(`^/v[0-9.]+/`)
+	objectID         = regexp.MustCompile(`/[0-9a-f]{64}(/|$)`)
+)
+
+func (p *dockerProxy) count(r *http.Request) {
+	path := apiVersionPrefix.ReplaceAllString(r.URL.Path, "/")
+	path = objectID.ReplaceAllString(path, "/{id}$1")
+	p.mu.Lock()
+	p.calls[r.Method+" "+path]++
+	p.mu.Unlock()
+}
+
+// Calls returns the calls made through the proxy since the last Calls, by kind.
+func (p *dockerProxy) Calls() map[string]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	calls := p.calls
+	p.calls = map[string]int{}
+	return calls
 }
 
 // HoldCreate holds the answers to creates of containers whose name holds fragment, until
