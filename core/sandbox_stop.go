@@ -57,7 +57,7 @@ func (s *Service) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSan
 		return nil, err
 	}
 	s.adoptForTearDown(ctx, sandbox)
-	if err := s.tearDownSandboxNetwork(ctx, sandbox.ID, netNSPath(sandbox)); err != nil {
+	if err := s.tearDownSandboxNetwork(ctx, sandbox.ID, sandbox); err != nil {
 		return nil, err
 	}
 	s.releaseUpstreamLeftovers(ctx, sandbox.ID, sandbox.Config.Labels, netNSPath(sandbox))
@@ -142,7 +142,7 @@ func (s *Service) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePo
 	}
 	// A sandbox removed without a stop first still releases its network.
 	s.adoptForTearDown(ctx, sandbox)
-	if err := s.tearDownSandboxNetwork(ctx, sandbox.ID, netNSPath(sandbox)); err != nil {
+	if err := s.tearDownSandboxNetwork(ctx, sandbox.ID, sandbox); err != nil {
 		return nil, err
 	}
 	s.releaseUpstreamLeftovers(ctx, sandbox.ID, sandbox.Config.Labels, netNSPath(sandbox))
