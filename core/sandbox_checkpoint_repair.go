@@ -85,10 +85,11 @@ func (s *Service) checkpointForStatus(id string, c *container.InspectResponse, r
 	}
 	unlock := s.netLocks.Lock(id)
 	defer unlock()
-	if cp, err := s.checkpoints.get(id); cp != nil || err == nil && readErr != nil {
-		return cp // written, or torn down, meanwhile
+	cp, err := s.checkpoints.get(id) // again: written, or torn down, meanwhile?
+	if cp != nil || (err == nil && readErr != nil) {
+		return cp
 	}
-	cp, _ := s.rebuildCheckpoint(id, c, readErr, false)
+	cp, _ = s.rebuildCheckpoint(id, c, err, false)
 	return cp
 }
 
@@ -97,8 +98,15 @@ func (s *Service) checkpointForStatus(id string, c *container.InspectResponse, r
 // namespace. nil without error when nothing says the network is up; a DataLoss error when
 // something does but no DEL could be made. The caller holds netLocks for id.
 func (s *Service) rebuildCheckpoint(id string, c *container.InspectResponse, readErr error, forTearDown bool) (*sandboxCheckpoint, error) {
-	if c != nil && (c.HostConfig == nil || !c.HostConfig.NetworkMode.IsNone()) && readErr == nil {
-		return nil, nil // Docker networks it (host network, Docker's bridge)
+	if c != nil && (c.HostConfig == nil || !c.HostConfig.NetworkMode.IsNone()) {
+		// Docker networks it (host network, Docker's bridge): no checkpoint of ours is needed.
+		if readErr != nil {
+			s.log.WithField("id", id).Warnf("dropping an unreadable checkpoint of a sandbox that Docker networks: %v", readErr)
+			if err := s.checkpoints.remove(id); err != nil {
+				return nil, status.Errorf(codes.Internal, "%v", err)
+			}
+		}
+		return nil, nil
 	}
 	att, addrs, warnings := s.attachmentFromCache(id, c, forTearDown)
 	if att == nil {

@@ -337,3 +337,28 @@ func TestDamagedCheckpointOfAGoneSandboxIsTornDownAtStart(t *testing.T) {
 		t.Errorf("left: %v, leases %v", left, node.leases(t))
 	}
 }
+
+// A sandbox that Docker networks (the node's network here) never has a checkpoint of ours: an
+// unreadable file under its name is dropped, and nothing is torn down.
+func TestUnreadableCheckpointOfAHostNetworkSandboxIsDropped(t *testing.T) {
+	fake, node := libdocker.NewFake(), newCNINode(t)
+	s := node.start(t, fake)
+	cfg := sandboxConfig("host")
+	cfg.Linux = &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
+		NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE},
+	}}
+	resp, err := s.RunPodSandbox(context.Background(), &runtimeapi.RunPodSandboxRequest{Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := resp.PodSandboxId
+	if err := os.WriteFile(node.checkpoint(id), []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := stopSandbox(s, id); err != nil {
+		t.Fatal(err)
+	}
+	if files := checkpointFiles(t, node.root); len(files) != 0 || len(node.dels(t)) != 0 {
+		t.Errorf("checkpoints %v, DELs %q", files, node.dels(t))
+	}
+}
