@@ -362,3 +362,27 @@ func TestUnreadableCheckpointOfAHostNetworkSandboxIsDropped(t *testing.T) {
 		t.Errorf("checkpoints %v, DELs %q", files, node.dels(t))
 	}
 }
+
+// `docker rm -f` of a sandbox whose checkpoint is gone too: only libcni's cache and the pin
+// know of it, and the kubelet's stop by its full ID runs the DEL from there, in the pinned
+// namespace.
+func TestStopOfAGoneSandboxWithoutCheckpointRunsTheDELFromLibcniCache(t *testing.T) {
+	fake, node := libdocker.NewFake(), newCNINode(t)
+	s := node.start(t, fake)
+	id, _ := runPod(t, s, "web", "")
+	if err := os.Remove(node.checkpoint(id)); err != nil {
+		t.Fatal(err)
+	}
+	removeBehindOurBack(t, fake, id)
+	for i := 0; i < 2; i++ {
+		if err := stopSandbox(s, id); err != nil {
+			t.Fatalf("stop %d: %v", i+1, err)
+		}
+	}
+	if dels := node.dels(t); len(dels) != 1 || countContaining(dels, id, "netns=/pins/"+id, "K8S_POD_NAME=web") != 1 {
+		t.Errorf("DELs %q, want one of %.12s in its pinned namespace", dels, id)
+	}
+	if left := append(checkpointFiles(t, node.root), node.cached(t, id)...); len(left) != 0 || len(node.leases(t)) != 0 || node.pins.count() != 0 {
+		t.Errorf("left: %v, leases %v, %d pins", left, node.leases(t), node.pins.count())
+	}
+}
