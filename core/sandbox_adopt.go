@@ -273,22 +273,13 @@ func (s *Service) adoptSandbox(ctx context.Context, c *container.InspectResponse
 		s.adoptionFailed(id, "not adopting the sandbox of upstream cri-dockerd: "+strings.Join(warnings, "; "))
 		return false
 	}
-	if pid > 0 {
-		// As our set up does: the DEL then runs in the live namespace, also should the
-		// sandbox die first.
-		if _, err := s.pins.Pin(id, pid); err != nil {
-			warnings = append(warnings, fmt.Sprintf("the pod's network namespace is not pinned: %v", err))
-			pid = 0
-		}
-	}
 	cp := &sandboxCheckpoint{SandboxID: id, State: checkpointReady, Network: att}
-	if err := s.checkpoints.put(cp); err != nil {
-		if pid > 0 {
-			_ = s.pins.Unpin(id)
-		}
+	more, err = s.keepAttachment(cp, pid)
+	if err != nil {
 		s.adoptionFailed(id, fmt.Sprintf("adopt the sandbox of upstream cri-dockerd: %v", err))
 		return false
 	}
+	warnings = append(warnings, more...)
 	s.adoptions.setFailed(id, false)
 	log.WithFields(map[string]any{
 		"pod": name.namespace + "/" + name.pod, "ips": att.IPs, "network": att.Network, "port_mappings": len(att.PortMappings), "running": nsPath != "",

@@ -195,7 +195,7 @@ func (s *Service) goneSandboxStatus(g *goneSandbox, verbose bool) *runtimeapi.Po
 		Linux:          &runtimeapi.LinuxPodSandboxStatus{Namespaces: &runtimeapi.Namespace{Options: ns}},
 	}
 	if g.checkpointed {
-		st.Network.Ip, st.Network.AdditionalIps = s.sandboxIPs(g.id)
+		st.Network.Ip, st.Network.AdditionalIps = s.sandboxIPs(g.id, nil)
 	}
 	resp := &runtimeapi.PodSandboxStatusResponse{Status: st}
 	if verbose {

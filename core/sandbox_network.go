@@ -159,25 +159,28 @@ func netNSPath(c *container.InspectResponse) string {
 	return "/proc/" + strconv.Itoa(c.State.Pid) + "/ns/net"
 }
 
-// tearDownSandboxNetwork runs the DEL of sandbox id's network, when it has a checkpoint, and
-// then releases the pinned namespace and removes the checkpoint. netns is "" when the sandbox
-// does not run (or is gone): the pinned namespace is used then, if it is still there.
-// Idempotent: without a checkpoint there is nothing to do.
-func (s *Service) tearDownSandboxNetwork(ctx context.Context, id, netns string) error {
+// tearDownSandboxNetwork runs the DEL of sandbox id's network from its checkpoint (rebuilt
+// when it is missing or damaged, sandbox_checkpoint_repair.go), and then releases the pinned
+// namespace and removes the checkpoint. c is the sandbox container, nil when Docker no longer
+// has it; when it does not run, the pinned namespace is used, if it is still there.
+// Idempotent: once torn down, nothing says the network is up and there is nothing to do.
+func (s *Service) tearDownSandboxNetwork(ctx context.Context, id string, c *container.InspectResponse) error {
 	if s.checkpoints == nil {
 		return nil
 	}
 	unlock := s.netLocks.Lock(id)
 	defer unlock()
 	cp, err := s.checkpoints.get(id)
-	if err != nil {
-		// Unreadable: no DEL can be made from it, and keeping it would fail every stop.
-		s.log.WithField("id", id).Errorf("dropping a sandbox checkpoint that cannot be read: %v", err)
-		return s.checkpoints.remove(id)
+	if err != nil || cp == nil {
+		if cp, err = s.rebuildCheckpoint(id, c, err, true); err != nil {
+			return err
+		}
 	}
 	if cp == nil {
+		s.repairs.forget(id)
 		return s.pins.Unpin(id)
 	}
+	netns := netNSPath(c)
 	if netns == "" {
 		netns = s.pins.Path(id)
 	}
@@ -195,11 +198,13 @@ func (s *Service) tearDownSandboxNetwork(ctx context.Context, id, netns string) 
 	if err := s.checkpoints.remove(id); err != nil {
 		return status.Errorf(codes.Internal, "%v", err)
 	}
+	s.repairs.forget(id)
 	return nil
 }
 
 // tearDownGoneSandbox tears down the network of a sandbox whose container is gone; id may be a
-// unique prefix, as for the other calls.
+// unique prefix, as for the other calls, and names a checkpoint then. A full ID without one may
+// still have libcni's record of its network.
 func (s *Service) tearDownGoneSandbox(ctx context.Context, id string) error {
 	if s.checkpoints == nil {
 		return nil
@@ -208,10 +213,26 @@ func (s *Service) tearDownGoneSandbox(ctx context.Context, id string) error {
 	if err != nil {
 		return status.Errorf(codes.Internal, "%v", err)
 	}
+	if full == "" && isFullID(id) {
+		full = id
+	}
 	if full == "" {
 		return nil
 	}
-	return s.tearDownSandboxNetwork(ctx, full, "")
+	return s.tearDownSandboxNetwork(ctx, full, nil)
+}
+
+// isFullID reports whether id is a whole Docker ID (64 hex digits), not a prefix.
+func isFullID(id string) bool {
+	if len(id) != 64 {
+		return false
+	}
+	for _, r := range id {
+		if !strings.ContainsRune("0123456789abcdef", r) {
+			return false
+		}
+	}
+	return true
 }
 
 // netnsPinner keeps sandboxes' network namespaces alive until their DEL (network.NetNSPins).
@@ -221,15 +242,15 @@ type netnsPinner interface {
 	Unpin(id string) error
 }
 
-// sandboxIPs reads the IPs of a namespaced sandbox from its checkpoint.
-func (s *Service) sandboxIPs(id string) (string, []*runtimeapi.PodIP) {
+// sandboxIPs reads the IPs of a namespaced sandbox from its checkpoint (rebuilt when it is
+// missing or damaged); c is the sandbox container, nil when Docker no longer has it.
+func (s *Service) sandboxIPs(id string, c *container.InspectResponse) (string, []*runtimeapi.PodIP) {
 	if s.checkpoints == nil {
 		return "", nil
 	}
 	cp, err := s.checkpoints.get(id)
-	if err != nil {
-		s.log.WithField("id", id).Warn(err)
-		return "", nil
+	if err != nil || cp == nil {
+		cp = s.checkpointForStatus(id, c, err)
 	}
 	if cp == nil || len(cp.Network.IPs) == 0 {
 		return "", nil
@@ -261,14 +282,14 @@ func (s *Service) cleanUpOrphanNetworks(ctx context.Context) {
 		if _, err := s.docker.InspectContainer(ctx, id); err == nil || !libdocker.IsNotFound(err) {
 			continue
 		}
-		if cp, err := s.checkpoints.get(id); err == nil && cp != nil && cp.Network.Plugin != s.net.Name() {
-			continue
+		if cp, err := s.checkpoints.get(id); (err == nil && cp != nil && cp.Network.Plugin != s.net.Name()) || (err != nil && !s.net.Namespaced()) {
+			continue // another plugin's (or unreadable, with no plugin to rebuild it): kept for a start with one
 		}
 		if s.hasPodContainers(ctx, id) { // listed NOTREADY: its StopPodSandbox tears it down (sandbox_gone.go)
 			continue
 		}
 		tctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
-		err := s.tearDownSandboxNetwork(tctx, id, "")
+		err := s.tearDownSandboxNetwork(tctx, id, nil)
 		cancel()
 		if err != nil {
 			s.log.WithField("id", id).Warnf("network of a removed sandbox not torn down yet (retried at the next start): %v", err)

@@ -343,7 +343,9 @@ func TestTearDownFailureFailsStopAndKeepsTheCheckpoint(t *testing.T) {
 	}
 }
 
-func TestUnreadableCheckpointDoesNotBlockStop(t *testing.T) {
+// A plugin that keeps no record of its own (this fake) cannot rebuild a damaged checkpoint: the
+// stop says so and stops nothing, rather than leak the pod's IP silently.
+func TestUnreadableCheckpointWithNothingToRebuildItFromFailsStop(t *testing.T) {
 	fake, net, root := libdocker.NewFake(), &fakeNet{}, t.TempDir()
 	s := newNetService(t, fake, net, root)
 	id, _ := runPod(t, s, "a", "")
@@ -353,11 +355,15 @@ func TestUnreadableCheckpointDoesNotBlockStop(t *testing.T) {
 	if st := sandboxStatus(t, s, id); st.Network.Ip != "" {
 		t.Errorf("IP %q from a corrupt checkpoint", st.Network.Ip)
 	}
-	if _, err := s.StopPodSandbox(context.Background(), &runtimeapi.StopPodSandboxRequest{PodSandboxId: id}); err != nil {
-		t.Fatal(err)
+	_, err := s.StopPodSandbox(context.Background(), &runtimeapi.StopPodSandboxRequest{PodSandboxId: id})
+	if status.Code(err) != codes.DataLoss || !strings.Contains(err.Error(), "ns/a") || !strings.Contains(err.Error(), "keeps no record") {
+		t.Fatalf("StopPodSandbox = %v, want DataLoss naming the pod and what is missing", err)
 	}
-	if files := checkpointFiles(t, root); len(files) != 0 {
-		t.Errorf("checkpoints left: %v", files)
+	if !running(t, fake, id) || len(checkpointFiles(t, root)) != 1 {
+		t.Error("the failed stop stopped the sandbox or dropped its checkpoint")
+	}
+	if _, tearDowns := net.calls(); len(tearDowns) != 0 {
+		t.Errorf("tear downs %+v from nothing", tearDowns)
 	}
 }
 

@@ -100,7 +100,7 @@ func (s *Service) PodSandboxStatus(ctx context.Context, req *runtimeapi.PodSandb
 		// Attached by the network plugin: its IPs are in the checkpoint, not in Docker.
 		// A running sandbox of upstream cri-dockerd gets its checkpoint first (sandbox_adopt.go).
 		s.adoptIfUpstream(ctx, c)
-		st.Network.Ip, st.Network.AdditionalIps = s.sandboxIPs(c.ID)
+		st.Network.Ip, st.Network.AdditionalIps = s.sandboxIPs(c.ID, c)
 	case !c.HostConfig.NetworkMode.IsHost():
 		st.Network.Ip, st.Network.AdditionalIps = podIPs(c)
 	}

@@ -67,7 +67,7 @@ func (s *Service) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSan
 		stopped <- err
 	}()
 	s.adoptForTearDown(ctx, sandbox)
-	netErr := s.tearDownSandboxNetwork(ctx, sandbox.ID, netNSPath(sandbox))
+	netErr := s.tearDownSandboxNetwork(ctx, sandbox.ID, sandbox)
 	if err := <-stopped; err != nil {
 		return nil, err
 	}
@@ -172,7 +172,7 @@ func (s *Service) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePo
 	}
 	// A sandbox removed without a stop first still releases its network.
 	s.adoptForTearDown(ctx, sandbox)
-	if err := s.tearDownSandboxNetwork(ctx, sandbox.ID, netNSPath(sandbox)); err != nil {
+	if err := s.tearDownSandboxNetwork(ctx, sandbox.ID, sandbox); err != nil {
 		return nil, err
 	}
 	s.releaseUpstreamLeftovers(ctx, sandbox.ID, sandbox.Config.Labels, netNSPath(sandbox))

@@ -129,6 +129,9 @@ type Service struct {
 	containerList listcache.Cache[*runtimeapi.ListContainersResponse]
 	// adoptions is the state of adopting upstream cri-dockerd's sandboxes (sandbox_adopt.go).
 	adoptions adoption
+	// repairs remembers the sandboxes whose checkpoint could not be rebuilt
+	// (sandbox_checkpoint_repair.go).
+	repairs checkpointRepairs
 	// logDirectoryExists replaces the check of a pod's log directory in unit tests, whose
 	// kubelet-like log directories do not exist; nil checks the file system.
 	logDirectoryExists func(dir string) error

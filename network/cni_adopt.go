@@ -24,10 +24,11 @@ const upstreamLoopbackNetwork = "cni-loopback"
 // Adopter is implemented by plugins that can take over pods another runtime attached.
 type Adopter interface {
 	// Adopt builds the attachment of pod (SandboxID, Namespace, Name, UID, PortMappings; the
-	// port mappings may be empty when unknown) from what the plugin's cache holds of it; ips are
-	// the pod's addresses as read from its namespace (nil when it does not run: the cached result
-	// of the ADD is used then). The attachment is good for a DEL even when the cache knows
-	// nothing of the pod; the warnings then say what the DEL will lack.
+	// port mappings may be empty when unknown, and so may the name, which the cached CNI_ARGS
+	// give then) from what the plugin's cache holds of it; ips are the pod's addresses as read
+	// from its namespace (nil when it does not run: the cached result of the ADD is used then).
+	// The attachment is good for a DEL even when the cache knows nothing of the pod; the
+	// warnings then say what the DEL will lack. Without ips, nil means the cache holds nothing.
 	Adopt(pod Pod, ips []string) (att *Attachment, warnings []string)
 	// ReleaseLeftovers runs the DEL of what else the other runtime attached sandboxID with
 	// (upstream's loopback network), from the cache, and so drops those cache entries. netns is
@@ -36,6 +37,9 @@ type Adopter interface {
 }
 
 var _ Adopter = (*CNI)(nil)
+
+// CachedConfFile is the ConfFile of an attachment whose network config is libcni's cached one.
+const CachedConfFile = "cni-cache"
 
 // Adopt implements Adopter.
 func (c *CNI) Adopt(pod Pod, ips []string) (*Attachment, []string) {
@@ -73,7 +77,11 @@ func (c *CNI) Adopt(pod Pod, ips []string) (*Attachment, []string) {
 		return att, append(warnings, fmt.Sprintf("the CNI cache (%s) holds no config of this sandbox's ADD: %s", c.opts.CacheDir, what))
 	}
 	att.Network = found.Network
-	att.ConfFile = "cni-cache"
+	att.ConfFile = CachedConfFile
+	if att.Namespace == "" && att.Name == "" {
+		// Docker no longer has the sandbox: the pod's name is in the ADD's CNI_ARGS.
+		att.Namespace, att.Name, att.UID = podFromCNIArgs(found.CniArgs)
+	}
 	if list, err := libcni.NetworkConfFromBytes(found.Config); err != nil {
 		warnings = append(warnings, fmt.Sprintf("the cached config of network %q cannot be read (%v): the DEL falls back to the current config", found.Network, err))
 	} else if len(att.IPs) == 0 {
@@ -93,6 +101,21 @@ func (c *CNI) Adopt(pod Pod, ips []string) (*Attachment, []string) {
 		}
 	}
 	return att, warnings
+}
+
+// podFromCNIArgs reads the pod's namespace, name and uid from the CNI_ARGS of an ADD.
+func podFromCNIArgs(args [][2]string) (namespace, name, uid string) {
+	for _, kv := range args {
+		switch kv[0] {
+		case "K8S_POD_NAMESPACE":
+			namespace = kv[1]
+		case "K8S_POD_NAME":
+			name = kv[1]
+		case "K8S_POD_UID":
+			uid = kv[1]
+		}
+	}
+	return namespace, name, uid
 }
 
 // cachedIPs are the pod's addresses in the cached result of its ADD.

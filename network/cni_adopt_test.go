@@ -78,6 +78,10 @@ func TestAdoptReadsWhatUpstreamsADDCached(t *testing.T) {
 	if att == nil || !slices.Equal(att.IPs, []string{"10.88.0.42"}) || len(att.PortMappings) != 1 || att.PortMappings[0].HostPort != 8080 {
 		t.Errorf("from the cache alone: %+v", att)
 	}
+	// Nor the pod's name (Docker no longer has the sandbox): the cached CNI_ARGS give it.
+	if att == nil || att.Namespace != "default" || att.Name != "web" {
+		t.Errorf("pod from the cached CNI_ARGS: %+v", att)
+	}
 
 	// Nothing cached: the IPs still count, the DEL falls back to the current network, with a
 	// warning; without IPs there is nothing to adopt.
