@@ -297,11 +297,17 @@ func (f *follower) copyStream(ctx context.Context, follow bool) error {
 	defer stream.Close()
 	r := &messageReader{Reader: bufio.NewReaderSize(stream, streamBufferSize)}
 	seen := 0 // lines of messages stamped exactly from.Time offered in this pass
+	var prevStream string
+	var prev []byte
 	for {
 		streamName, msg, err := f.next(r)
 		if err != nil {
 			return err
 		}
+		if repeated(streamName, msg, prevStream, prev) {
+			continue
+		}
+		prevStream, prev = streamName, msg
 		stamp, content, ok := bytes.Cut(msg, []byte(" "))
 		if !ok {
 			continue
@@ -322,6 +328,15 @@ func (f *follower) copyStream(ctx context.Context, follow bool) error {
 			return err
 		}
 	}
+}
+
+// repeated reports whether a message is the one before it again: the same whole line with the
+// same stamp on the same stream. Docker 20.10's json-file reader sometimes sends a line twice
+// when it follows a file being written; a container cannot make two such messages, as every
+// line gets a stamp of its own (only the parts of a long line share one, and those but the
+// last have no newline).
+func repeated(stream string, msg []byte, prevStream string, prev []byte) bool {
+	return stream == prevStream && bytes.HasSuffix(msg, []byte("\n")) && bytes.Equal(msg, prev)
 }
 
 // logBufferSize is the write buffer of a followed log file: flushed at every message end that

@@ -1,8 +1,11 @@
 package containerlog
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -240,5 +243,47 @@ func TestOpenCutsOffATornLastLine(t *testing.T) {
 	}
 	if data, _ := os.ReadFile(path); string(data) != whole {
 		t.Errorf("file after open %q, want %q", data, whole)
+	}
+}
+
+// A whole line Docker sends twice in a row, same stamp and stream, is written once; the parts
+// of a long line, which share a stamp and may be equal, are all written.
+func TestALineDockerRepeatsIsWrittenOnce(t *testing.T) {
+	var stream bytes.Buffer
+	frame := func(msg string) {
+		var h [8]byte
+		h[0] = 1
+		binary.BigEndian.PutUint32(h[4:], uint32(len(msg)))
+		stream.Write(h[:])
+		stream.WriteString(msg)
+	}
+	frame("2024-05-01T10:00:00.000000001Z n=1\n")
+	frame("2024-05-01T10:00:00.000000002Z n=2\n")
+	frame("2024-05-01T10:00:00.000000002Z n=2\n")
+	frame("2024-05-01T10:00:00.000000003Z xx")
+	frame("2024-05-01T10:00:00.000000003Z xx")
+	frame("2024-05-01T10:00:00.000000003Z x\n")
+	frame("2024-05-01T10:00:00.000000004Z n=4\n")
+	var out bytes.Buffer
+	fl := &follower{
+		m:        &Manager{docker: streamDocker{stream.Bytes()}, log: logrus.NewEntry(logrus.New())},
+		id:       "c",
+		file:     bufferFile{&out},
+		recorded: time.Now().Add(time.Hour), // no record saved
+	}
+	if err := fl.copyStream(context.Background(), false); err != io.EOF {
+		t.Fatalf("copyStream: %v", err)
+	}
+	if err := fl.flush(); err != nil {
+		t.Fatal(err)
+	}
+	want := "2024-05-01T10:00:00.000000001Z stdout F n=1\n" +
+		"2024-05-01T10:00:00.000000002Z stdout F n=2\n" +
+		"2024-05-01T10:00:00.000000003Z stdout P xx\n" +
+		"2024-05-01T10:00:00.000000003Z stdout P xx\n" +
+		"2024-05-01T10:00:00.000000003Z stdout F x\n" +
+		"2024-05-01T10:00:00.000000004Z stdout F n=4\n"
+	if out.String() != want {
+		t.Errorf("wrote\n%s\nwant\n%s", out.String(), want)
 	}
 }

@@ -78,8 +78,8 @@ func (w *writeTrouble) failed(f *follower, err error, lines int) {
 	if now.Sub(w.warned) < warnEvery {
 		return
 	}
-	f.logf("write %s: %v; %d lines not written in %d failed writes since the last warning (Docker keeps them: copied again from after %s once a write succeeds; failing since %s)",
-		f.path, err, w.dropped, w.failures, f.pos.Time.UTC().Format(time.RFC3339Nano), w.since.UTC().Format(time.RFC3339))
+	f.logf("%v; %d lines not written in %d failed writes since the last warning (Docker keeps them: copied again from after %s once a write succeeds; failing since %s)",
+		err, w.dropped, w.failures, f.pos.Time.UTC().Format(time.RFC3339Nano), w.since.UTC().Format(time.RFC3339))
 	w.warned, w.failures, w.dropped = now, 0, 0
 }
 
