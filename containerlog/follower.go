@@ -296,18 +296,13 @@ func (f *follower) copyStream(ctx context.Context, follow bool) error {
 	}
 	defer stream.Close()
 	r := &messageReader{Reader: bufio.NewReaderSize(stream, streamBufferSize)}
-	seen := 0 // lines of messages stamped exactly from.Time offered in this pass
-	var prevStream string
-	var prev []byte
+	seen := 0            // lines of messages stamped exactly from.Time offered in this pass
+	var last sentMessage // the last message of this pass
 	for {
 		streamName, msg, err := f.next(r)
 		if err != nil {
 			return err
 		}
-		if repeated(streamName, msg, prevStream, prev) {
-			continue
-		}
-		prevStream, prev = streamName, msg
 		stamp, content, ok := bytes.Cut(msg, []byte(" "))
 		if !ok {
 			continue
@@ -316,6 +311,10 @@ func (f *follower) copyStream(ctx context.Context, follow bool) error {
 		if err != nil {
 			continue
 		}
+		if last.sentAgain(at, streamName, msg) {
+			continue
+		}
+		last = sentMessage{at, streamName, msg}
 		if at.Equal(from.Time) {
 			seen += criLines(content)
 			if seen <= from.Count {
@@ -330,13 +329,24 @@ func (f *follower) copyStream(ctx context.Context, follow bool) error {
 	}
 }
 
-// repeated reports whether a message is the one before it again: the same whole line with the
-// same stamp on the same stream. Docker 20.10's json-file reader sometimes sends a line twice
-// when it follows a file being written; a container cannot make two such messages, as every
-// line gets a stamp of its own (only the parts of a long line share one, and those but the
-// last have no newline).
-func repeated(stream string, msg []byte, prevStream string, prev []byte) bool {
-	return stream == prevStream && bytes.HasSuffix(msg, []byte("\n")) && bytes.Equal(msg, prev)
+// sentMessage is a message of a log stream, with its stamp and stream name.
+type sentMessage struct {
+	at     time.Time
+	stream string
+	msg    []byte
+}
+
+// sentAgain reports whether a message Docker sends after m is one it sent before. Docker
+// 20.10's json-file reader, following a file that is being written, sometimes sends a line
+// twice, or goes back and sends again a run of lines it sent already. Every line of a
+// container gets a stamp of its own, later than the one before (only the parts of a long
+// line share one, and those but the last have no newline): so a message stamped before m, or
+// a whole line equal to m, is such a repeat.
+func (m sentMessage) sentAgain(at time.Time, stream string, msg []byte) bool {
+	if at.Before(m.at) {
+		return true
+	}
+	return stream == m.stream && bytes.HasSuffix(msg, []byte("\n")) && bytes.Equal(msg, m.msg)
 }
 
 // logBufferSize is the write buffer of a followed log file: flushed at every message end that

@@ -246,9 +246,10 @@ func TestOpenCutsOffATornLastLine(t *testing.T) {
 	}
 }
 
-// A whole line Docker sends twice in a row, same stamp and stream, is written once; the parts
-// of a long line, which share a stamp and may be equal, are all written.
-func TestALineDockerRepeatsIsWrittenOnce(t *testing.T) {
+// A whole line Docker sends twice in a row, same stamp and stream, or a run of lines it sends
+// again after later ones, is written once; the parts of a long line, which share a stamp and
+// may be equal, are all written.
+func TestLinesDockerSendsAgainAreWrittenOnce(t *testing.T) {
 	var stream bytes.Buffer
 	frame := func(msg string) {
 		var h [8]byte
@@ -264,6 +265,9 @@ func TestALineDockerRepeatsIsWrittenOnce(t *testing.T) {
 	frame("2024-05-01T10:00:00.000000003Z xx")
 	frame("2024-05-01T10:00:00.000000003Z x\n")
 	frame("2024-05-01T10:00:00.000000004Z n=4\n")
+	frame("2024-05-01T10:00:00.000000001Z n=1\n")
+	frame("2024-05-01T10:00:00.000000002Z n=2\n")
+	frame("2024-05-01T10:00:00.000000005Z n=5\n")
 	var out bytes.Buffer
 	fl := &follower{
 		m:        &Manager{docker: streamDocker{stream.Bytes()}, log: logrus.NewEntry(logrus.New())},
@@ -282,7 +286,8 @@ func TestALineDockerRepeatsIsWrittenOnce(t *testing.T) {
 		"2024-05-01T10:00:00.000000003Z stdout P xx\n" +
 		"2024-05-01T10:00:00.000000003Z stdout P xx\n" +
 		"2024-05-01T10:00:00.000000003Z stdout F x\n" +
-		"2024-05-01T10:00:00.000000004Z stdout F n=4\n"
+		"2024-05-01T10:00:00.000000004Z stdout F n=4\n" +
+		"2024-05-01T10:00:00.000000005Z stdout F n=5\n"
 	if out.String() != want {
 		t.Errorf("wrote\n%s\nwant\n%s", out.String(), want)
 	}

@@ -65,8 +65,11 @@ func dockerLastNumber(t *testing.T, id string) int {
 	defer rc.Close()
 	var out bytes.Buffer
 	_, _ = stdcopy.StdCopy(&out, &out, rc)
-	number, _, _ := strings.Cut(strings.TrimPrefix(out.String(), "n="), " ")
-	n, _ := strconv.Atoi(number)
+	fields := strings.Fields(strings.TrimPrefix(out.String(), "n="))
+	if len(fields) == 0 {
+		return 0
+	}
+	n, _ := strconv.Atoi(fields[0])
 	return n
 }
 
