@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/docker/go-units"
 	"github.com/sirupsen/logrus"
 
 	"github.com/cri-dockerd/cri-dockerd/network"
@@ -37,6 +38,10 @@ const (
 	DefaultCNICacheDir   = "/var/lib/cni/cache"
 	// DefaultHairpinMode is upstream's: its flag's zero value reads as "none".
 	DefaultHairpinMode = HairpinNone
+	// DefaultDockerLogMaxSize and DefaultDockerLogMaxFile bound Docker's own copy of each
+	// container's log to 30 MB, the kubelet's default for its CRI files being 50 MiB.
+	DefaultDockerLogMaxSize = "10m"
+	DefaultDockerLogMaxFile = 3
 )
 
 // Hairpin modes of --hairpin-mode, upstream's names.
@@ -90,6 +95,19 @@ type Config struct {
 	// MaxConcurrentStarts bounds the container starts asked of Docker at once: 0 is four times the
 	// node's CPUs, -1 no bound.
 	MaxConcurrentStarts int
+	// DockerLogMaxSize is the max-size of Docker's json-file log of each container, set where
+	// the daemon sets none; "" or "0" leaves Docker's settings alone.
+	DockerLogMaxSize string
+	// DockerLogMaxFile is the max-file that goes with DockerLogMaxSize.
+	DockerLogMaxFile int
+}
+
+// DockerLogLimit is DockerLogMaxSize, "" when off.
+func (c *Config) DockerLogLimit() string {
+	if c.DockerLogMaxSize == "0" {
+		return ""
+	}
+	return c.DockerLogMaxSize
 }
 
 // ConcurrentStarts is the bound MaxConcurrentStarts means on a node of cpus CPUs (0: none).
@@ -121,6 +139,8 @@ func Default() *Config {
 		DefaultRuntimeHandler:     DefaultRuntimeHandlerName,
 		StreamingBindAddr:         DefaultStreamingBindAddr,
 		HairpinMode:               DefaultHairpinMode,
+		DockerLogMaxSize:          DefaultDockerLogMaxSize,
+		DockerLogMaxFile:          DefaultDockerLogMaxFile,
 	}
 }
 
@@ -233,6 +253,14 @@ func (c *Config) Validate() error {
 	}
 	if c.RuntimeCgroups != "" && (!strings.HasPrefix(c.RuntimeCgroups, "/") || strings.Contains(c.RuntimeCgroups, "..") || c.RuntimeCgroups == "/") {
 		problems = append(problems, fmt.Sprintf("--runtime-cgroups %q: want an absolute cgroup name below the root, e.g. /system.slice/docker.service", c.RuntimeCgroups))
+	}
+	if size := c.DockerLogLimit(); size != "" {
+		if n, err := units.FromHumanSize(size); err != nil || n <= 0 {
+			problems = append(problems, fmt.Sprintf("--docker-log-max-size %q: want a size Docker takes, e.g. 10m, or 0 to leave Docker's log settings alone", size))
+		}
+		if c.DockerLogMaxFile < 1 {
+			problems = append(problems, fmt.Sprintf("--docker-log-max-file %d: want 1 or more files", c.DockerLogMaxFile))
+		}
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("invalid configuration:\n  %s", strings.Join(problems, "\n  "))

@@ -74,6 +74,10 @@ func (c *Config) BindFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.IPv6DualStack, "ipv6-dual-stack", c.IPv6DualStack, "accepted for upstream compatibility: a pod gets every IP (IPv4 and IPv6) its CNI result holds, with or without this flag")
 	fs.StringVar(&c.HairpinMode, "hairpin-mode", c.HairpinMode, `hairpin mode, as upstream: "hairpin-veth", "promiscuous-bridge" or "none". With CNI, the bridge plugin's own "hairpinMode" setting decides; with Docker's bridge (--network-plugin="") hairpin-veth and promiscuous-bridge turn hairpin on for each pod's veth`)
 	fs.StringVar(&c.RuntimeCgroups, "runtime-cgroups", c.RuntimeCgroups, "absolute name of a cgroup to keep Docker's daemons (dockerd, containerd) in, created if missing and checked every 5 minutes, as upstream")
+	fs.StringVar(&c.DockerLogMaxSize, "docker-log-max-size", c.DockerLogMaxSize,
+		`max-size of Docker's own json-file log of each container (Docker keeps it beside the CRI log file the kubelet rotates; without a bound it grows as long as the container runs). Set only when Docker's log driver is json-file and daemon.json sets no max-size; any other driver is left alone. "0" or "" leaves Docker's log settings alone`)
+	fs.IntVar(&c.DockerLogMaxFile, "docker-log-max-file", c.DockerLogMaxFile,
+		"max-file that goes with --docker-log-max-size: how many files of that size Docker keeps. cri-dockerd copies from them, so a longer outage of cri-dockerd under a chatty container loses what Docker dropped meanwhile")
 	fs.StringVar(&c.StreamingBindAddr, "streaming-bind-addr", c.StreamingBindAddr,
 		"where the exec/attach/port-forward server listens: HOST:PORT, HOST (a free port) or :PORT (every interface); port 0 picks a free port")
 }

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -29,10 +28,21 @@ type follower struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	mu       sync.Mutex // guards what follows: the writer and the reopen of the file
-	file     *os.File
-	w        *bufio.Writer
-	pos      position
+	mu   sync.Mutex // guards what follows: the writes and the reopen of the file
+	file logFile
+	// size is where the last whole line written to the file ends; torn says the file may hold
+	// a cut line past it (a write was short, and cutting it off failed too).
+	size int64
+	torn bool
+	// buf holds CRI lines not yet in the file, up to pend; pos is the position of what is
+	// in the file, the only one that is ever recorded.
+	buf  []byte
+	pend position
+	pos  position
+	// failed is the error of a write that lost the buffer: the stream stops, and the next
+	// pass reads again from pos.
+	failed   error
+	trouble  writeTrouble
 	recorded time.Time
 }
 
@@ -68,9 +78,7 @@ func (f *follower) run(ctx context.Context) {
 	defer f.closeFile()
 	for {
 		err := f.copyStream(ctx, true)
-		f.mu.Lock()
-		f.flushLocked()
-		f.mu.Unlock()
+		werr := f.flush()
 		if ctx.Err() != nil {
 			f.saveRecord()
 			return
@@ -81,25 +89,21 @@ func (f *follower) run(ctx context.Context) {
 			// Removed (the stream ended with "marked for removal"): nothing left to write.
 			return
 		}
-		if err != nil && !errors.Is(err, io.EOF) {
+		if werr == nil && err != nil && !errors.Is(err, io.EOF) {
 			f.logf("reading the log from Docker: %v", err)
 		}
-		if ierr == nil && c.State != nil && !c.State.Running && !c.State.Restarting {
-			// Docker may end a followed stream before the message it writes at the container's
-			// exit (the unterminated last line): one plain read from where we stand gets it.
-			if err := f.copyStream(ctx, false); err != nil && !errors.Is(err, io.EOF) {
-				f.logf("reading the end of the log from Docker: %v", err)
+		if werr == nil && ierr == nil && c.State != nil && !c.State.Running && !c.State.Restarting {
+			if f.finish(ctx) {
+				return
 			}
-			f.mu.Lock()
-			f.flushLocked()
-			f.pos.Done = true
-			f.mu.Unlock()
-			f.saveRecord()
-			return
+			werr = errWriteAgain
 		}
 		retryErr := ierr
 		if ierr == nil {
 			retryErr = err
+		}
+		if werr != nil {
+			retryErr = werr // Docker answered: only the file needs time
 		}
 		select {
 		case <-ctx.Done():
@@ -108,6 +112,30 @@ func (f *follower) run(ctx context.Context) {
 		case <-f.m.retryAfter(retryErr):
 		}
 	}
+}
+
+// errWriteAgain stands for a write that failed after Docker's stream ended: the pass is read
+// again later.
+var errWriteAgain = errors.New("log file write failed")
+
+// finish writes the end of a stopped container's log and records it complete; false when the
+// write failed, to be tried again.
+func (f *follower) finish(ctx context.Context) bool {
+	// Docker may end a followed stream before the message it writes at the container's exit
+	// (the unterminated last line): one plain read from where we stand gets it.
+	err := f.copyStream(ctx, false)
+	werr := f.flush()
+	if werr != nil {
+		return false
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
+		f.logf("reading the end of the log from Docker: %v", err)
+	}
+	f.mu.Lock()
+	f.pos.Done = true
+	f.mu.Unlock()
+	f.saveRecord()
+	return true
 }
 
 // resume finds where a previous follower of this container stopped: the later of the end of
@@ -138,12 +166,12 @@ func (f *follower) open() error {
 	if err := mkdirOne(filepath.Dir(f.path)); err != nil {
 		return err
 	}
-	file, err := os.OpenFile(f.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+	file, size, err := f.m.openFile(f.path)
 	if err != nil {
 		return err
 	}
 	f.mu.Lock()
-	f.file, f.w = file, nil // the buffer comes with the first write (write)
+	f.file, f.size, f.torn = file, size, false
 	f.mu.Unlock()
 	return nil
 }
@@ -151,19 +179,66 @@ func (f *follower) open() error {
 func (f *follower) closeFile() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.flushLocked()
+	_ = f.flushLocked()
 	if f.file != nil {
 		f.file.Close()
-		f.file, f.w = nil, nil
+		f.file, f.buf = nil, nil
 	}
 }
 
-func (f *follower) flushLocked() {
-	if f.w != nil {
-		if err := f.w.Flush(); err != nil {
-			f.logf("write %s: %v", f.path, err)
+// flush writes the buffered lines; it returns the error of a write that lost them, in this
+// call or in the stream's pass before.
+func (f *follower) flush() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.flushLocked()
+}
+
+// flushLocked writes the buffered lines to the file. Only lines that reach it whole count as
+// written: after a failed or short write (a full filesystem) the file is cut back to the end
+// of its last whole line and the buffer is dropped, so that the stream stops and its next pass
+// reads those lines again from Docker, which keeps them, from the last good position.
+func (f *follower) flushLocked() error {
+	if f.failed != nil {
+		return f.failed
+	}
+	if len(f.buf) == 0 || f.file == nil {
+		return nil
+	}
+	err := f.cutTornLocked()
+	if err == nil {
+		var n int
+		n, err = f.file.Write(f.buf)
+		if err == nil {
+			f.size += int64(n)
+			f.pos.Time, f.pos.Count = f.pend.Time, f.pend.Count
+			f.buf = f.buf[:0]
+			f.trouble.recovered(f)
+			return nil
+		}
+		f.torn = f.torn || n > 0
+		if cerr := f.cutTornLocked(); cerr != nil {
+			err = fmt.Errorf("%w (cutting the partial line off: %v)", err, cerr)
 		}
 	}
+	f.trouble.failed(f, err, bytes.Count(f.buf, []byte("\n")))
+	f.buf = f.buf[:0]
+	f.pend = f.pos
+	f.failed = err
+	return err
+}
+
+// cutTornLocked cuts off what a short write left after the last whole line, so that no later
+// line is joined to it.
+func (f *follower) cutTornLocked() error {
+	if !f.torn {
+		return nil
+	}
+	if err := f.file.Truncate(f.size); err != nil {
+		return err
+	}
+	f.torn = false
+	return nil
 }
 
 // reopen switches to a new file at the same path, after the kubelet renamed the old one.
@@ -173,13 +248,14 @@ func (f *follower) reopen() error {
 	if f.file == nil {
 		return ErrNotFollowed
 	}
-	f.flushLocked()
-	file, err := os.OpenFile(f.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+	// Lines that do not reach the old file are read again from Docker into the new one.
+	_ = f.flushLocked()
+	file, size, err := f.m.openFile(f.path)
 	if err != nil {
 		return fmt.Errorf("reopen %s: %w", f.path, err)
 	}
 	f.file.Close()
-	f.file, f.w = file, nil
+	f.file, f.size, f.torn = file, size, false
 	// The new file is empty: from now on only the record knows the position, and where the
 	// new file began.
 	f.pos.FileTime, f.pos.FileCount = f.pos.Time, f.pos.Count
@@ -207,7 +283,10 @@ func (f *follower) saveRecordLocked() {
 // stream ends when the container stops.
 func (f *follower) copyStream(ctx context.Context, follow bool) error {
 	opts := container.LogsOptions{ShowStdout: true, ShowStderr: true, Follow: follow, Timestamps: true}
+	f.mu.Lock()
+	f.failed = nil // a new pass, from the last line in the file
 	from := f.pos
+	f.mu.Unlock()
 	if !from.Time.IsZero() {
 		opts.Since = fmt.Sprintf("%d.%09d", from.Time.Unix(), from.Time.Nanosecond())
 	}
@@ -217,7 +296,8 @@ func (f *follower) copyStream(ctx context.Context, follow bool) error {
 	}
 	defer stream.Close()
 	r := &messageReader{Reader: bufio.NewReaderSize(stream, streamBufferSize)}
-	seen := 0 // lines of messages stamped exactly from.Time offered in this pass
+	seen := 0            // lines of messages stamped exactly from.Time offered in this pass
+	var last sentMessage // the last message of this pass
 	for {
 		streamName, msg, err := f.next(r)
 		if err != nil {
@@ -231,6 +311,10 @@ func (f *follower) copyStream(ctx context.Context, follow bool) error {
 		if err != nil {
 			continue
 		}
+		if last.sentAgain(at, streamName, msg) {
+			continue
+		}
+		last = sentMessage{at, streamName, msg}
 		if at.Equal(from.Time) {
 			seen += criLines(content)
 			if seen <= from.Count {
@@ -239,8 +323,30 @@ func (f *follower) copyStream(ctx context.Context, follow bool) error {
 		} else if at.Before(from.Time) {
 			continue
 		}
-		f.write(at, streamName, content, r.Buffered() == 0)
+		if err := f.write(at, streamName, content, r.Buffered() == 0); err != nil {
+			return err
+		}
 	}
+}
+
+// sentMessage is a message of a log stream, with its stamp and stream name.
+type sentMessage struct {
+	at     time.Time
+	stream string
+	msg    []byte
+}
+
+// sentAgain reports whether a message Docker sends after m is one it sent before. Docker
+// 20.10's json-file reader, following a file that is being written, sometimes sends a line
+// twice, or goes back and sends again a run of lines it sent already. Every line of a
+// container gets a stamp of its own, later than the one before (only the parts of a long
+// line share one, and those but the last have no newline): so a message stamped before m, or
+// a whole line equal to m, is such a repeat.
+func (m sentMessage) sentAgain(at time.Time, stream string, msg []byte) bool {
+	if at.Before(m.at) {
+		return true
+	}
+	return stream == m.stream && bytes.HasSuffix(msg, []byte("\n")) && bytes.Equal(msg, m.msg)
 }
 
 // logBufferSize is the write buffer of a followed log file: flushed at every message end that
@@ -307,17 +413,24 @@ func criLines(content []byte) int {
 // longer line (Docker splits lines at 16 KiB) or output not ended yet: tag P; a whole line: tag
 // F. A message holding newlines inside (Docker sends one line per message, but a log stream
 // is not ours to trust) becomes one F line per line, so that no text makes a line of its own
-// that is not in the CRI format; the position counts lines, as filePosition does.
-func (f *follower) write(at time.Time, stream string, content []byte, flush bool) {
+// that is not in the CRI format; the position counts lines, as filePosition does. An error
+// means the buffered lines were lost: the stream must stop.
+func (f *follower) write(at time.Time, stream string, content []byte, flush bool) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.w == nil {
-		if f.file == nil {
-			return // not open
-		}
+	if f.failed != nil {
+		return f.failed
+	}
+	if f.file == nil {
+		return nil // not open
+	}
+	if f.buf == nil {
 		// Allocated on the first write, not at open: a node's many quiet containers (pause
 		// containers have no log at all) hold no 64 KiB buffer each.
-		f.w = bufio.NewWriterSize(f.file, logBufferSize)
+		f.buf = make([]byte, 0, logBufferSize)
+	}
+	if len(f.buf) == 0 {
+		f.pend = f.pos
 	}
 	stamp := at.UTC().Format(time.RFC3339Nano)
 	for {
@@ -325,25 +438,33 @@ func (f *follower) write(at time.Time, stream string, content []byte, flush bool
 		if i := bytes.IndexByte(content, '\n'); i >= 0 {
 			tag, line, rest = "F", content[:i], content[i+1:]
 		}
-		f.w.WriteString(stamp)
-		f.w.WriteByte(' ')
-		f.w.WriteString(stream)
-		f.w.WriteByte(' ')
-		f.w.WriteString(tag)
-		f.w.WriteByte(' ')
-		f.w.Write(line)
-		f.w.WriteByte('\n')
-		f.pos.advance(at)
+		f.buf = append(f.buf, stamp...)
+		f.buf = append(f.buf, ' ')
+		f.buf = append(f.buf, stream...)
+		f.buf = append(f.buf, ' ')
+		f.buf = append(f.buf, tag...)
+		f.buf = append(f.buf, ' ')
+		f.buf = append(f.buf, line...)
+		f.buf = append(f.buf, '\n')
+		f.pend.advance(at)
+		if len(f.buf) >= logBufferSize {
+			if err := f.flushLocked(); err != nil {
+				return err
+			}
+		}
 		if len(rest) == 0 {
 			break
 		}
 		content = rest
 	}
-	if flush {
-		f.flushLocked()
+	due := time.Since(f.recorded) > recordEvery
+	if flush || due {
+		if err := f.flushLocked(); err != nil {
+			return err
+		}
 	}
-	if time.Since(f.recorded) > recordEvery {
-		f.flushLocked()
+	if due {
 		f.saveRecordLocked()
 	}
+	return nil
 }

@@ -1,11 +1,11 @@
 package containerlog
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"io"
 	"strings"
 	"testing"
@@ -47,6 +47,12 @@ func (d streamDocker) ContainerLogs(context.Context, string, container.LogsOptio
 func (d streamDocker) InspectContainer(context.Context, string) (*container.InspectResponse, error) {
 	return &container.InspectResponse{}, nil
 }
+
+// bufferFile is a log file in memory.
+type bufferFile struct{ *bytes.Buffer }
+
+func (bufferFile) Truncate(int64) error { return errors.New("not supported") }
+func (bufferFile) Close() error         { return nil }
 
 // FuzzCRILogWriter feeds the follower a Docker log stream made from the input — messages of
 // stdout or stderr (multiplexed) or of a terminal, each with a timestamp and arbitrary
@@ -104,13 +110,15 @@ func FuzzCRILogWriter(f *testing.F) {
 			m:        &Manager{docker: streamDocker{stream.Bytes()}, log: logrus.NewEntry(logrus.New())},
 			id:       "c",
 			tty:      tty,
-			w:        bufio.NewWriter(&out),
+			file:     bufferFile{&out},
 			recorded: time.Now().Add(time.Hour), // no record saved
 		}
 		if err := fl.copyStream(context.Background(), false); err != io.EOF && err != io.ErrUnexpectedEOF {
 			t.Fatalf("copyStream: %v", err)
 		}
-		fl.w.Flush()
+		if err := fl.flush(); err != nil {
+			t.Fatalf("flush: %v", err)
+		}
 		got := map[string]*bytes.Buffer{"stdout": {}, "stderr": {}}
 		text := out.Bytes()
 		if len(text) > 0 && text[len(text)-1] != '\n' {

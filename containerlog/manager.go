@@ -14,6 +14,11 @@
 // that time and skipping those already written. The file, not the record, is the truth, so a
 // crash between a write and a record update writes nothing twice.
 //
+// Only lines that reached the file whole count as written. A write that fails (a full
+// filesystem) drops the buffer, cuts the file back to its last whole line and ends the
+// stream; the next pass, a retryDelay later, reads again from the last line in the file, so
+// that once there is room the lines Docker kept follow without a gap or a repeat.
+//
 // The kubelet rotates by renaming the file and calling ReopenContainerLog; the follower then
 // continues in a new file at the same path. When a container stops, Docker ends the stream
 // after its last message: Drained lets ContainerStatus wait for that, so the last lines are in
@@ -51,6 +56,7 @@ type Manager struct {
 	docker   Docker
 	stateDir string // position records; "" keeps none
 	log      *logrus.Entry
+	openFile func(path string) (logFile, int64, error) // openLogFile but in tests
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -71,7 +77,7 @@ func NewManager(docker Docker, stateDir string, log *logrus.Entry) (*Manager, er
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Manager{docker: docker, stateDir: stateDir, log: log, ctx: ctx, cancel: cancel, followers: map[string]*follower{}}, nil
+	return &Manager{docker: docker, stateDir: stateDir, log: log, openFile: openLogFile, ctx: ctx, cancel: cancel, followers: map[string]*follower{}}, nil
 }
 
 // Follow starts writing the log of container id to path, unless that already happens. tty

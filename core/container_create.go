@@ -167,6 +167,7 @@ func (s *Service) containerDockerConfig(ctx context.Context, sandboxID string, r
 		return nil, nil, err
 	}
 	s.applyContainerAnnotations(ctx, hostCfg, sandboxID, cfg, sandboxCfg)
+	s.applyLogLimit(ctx, hostCfg, sandboxID)
 	if err := s.applySecurityContext(ctx, containerCfg, hostCfg, cfg.GetLinux().GetSecurityContext(), sandboxCfg.GetLinux().GetSecurityContext().GetPrivileged(), rt); err != nil {
 		return nil, nil, err
 	}

@@ -71,6 +71,8 @@ type Options struct {
 	// ConcurrentStarts bounds the container starts asked of Docker at once (startgate); 0 is
 	// no bound.
 	ConcurrentStarts int
+	// DockerLogLimit bounds Docker's own log of each container (container_log_config.go).
+	DockerLogLimit DockerLogLimit
 
 	// imageVolumeMounter replaces mount(2) for image volumes in tests.
 	imageVolumeMounter layerMounter
@@ -98,7 +100,8 @@ type Service struct {
 	lastVersion atomic.Pointer[string]
 	// sandboxes maps sandbox ID to the runtime its pod runs on, so that CreateContainer never
 	// has to inspect the sandbox; rebuilt from Docker labels at start.
-	sandboxes *sandboxIndex
+	sandboxes     *sandboxIndex
+	daemonLogOpts *daemonLogOpts
 	// clampOOMScore is set when the node cannot give containers a negative oom_score_adj.
 	clampOOMScore bool
 	imageRemoval  sync.Mutex
@@ -159,14 +162,15 @@ func New(ctx context.Context, docker libdocker.Client, opts Options) (*Service, 
 		opts.hairpin = func(pid int) error { return network.EnableHairpin("/", pid) }
 	}
 	s := &Service{
-		docker:    docker,
-		opts:      opts,
-		log:       logrus.NewEntry(opts.Logger),
-		runtimes:  newRuntimeCache(docker, 5*time.Second),
-		sandboxes: newSandboxIndex(),
-		diskUsage: newDiskUsageCache(docker, diskUsageMaxAge),
-		starts:    startgate.New(opts.ConcurrentStarts, startWaitBound),
-		net:       opts.Network,
+		docker:        docker,
+		opts:          opts,
+		daemonLogOpts: &daemonLogOpts{maxAge: opts.RuntimeInfoMaxAge},
+		log:           logrus.NewEntry(opts.Logger),
+		runtimes:      newRuntimeCache(docker, 5*time.Second),
+		sandboxes:     newSandboxIndex(),
+		diskUsage:     newDiskUsageCache(docker, diskUsageMaxAge),
+		starts:        startgate.New(opts.ConcurrentStarts, startWaitBound),
+		net:           opts.Network,
 	}
 	s.layers = newLayersRoots(s)
 	s.stats = newStatsCollector(docker, s.log)

@@ -79,6 +79,7 @@ func Run(ctx context.Context, docker libdocker.Client, cfg *config.Config) []Che
 	checks = append(checks, besideRuntimes(runtimeChecks(info), gvisorChecks(info, cfg.NetworkPlugin, hostGVisorProbes()))...)
 	checks = append(checks, aliasChecks(info, api, cfg.RuntimeHandlerAliases)...)
 	checks = append(checks, privilegedChecks(info, cfg)...)
+	checks = append(checks, dockerLogCheck(info.LoggingDriver, daemonJSONPath, cfg))
 
 	if _, err := docker.InspectImage(ctx, cfg.PodInfraContainerImage); err != nil {
 		if libdocker.IsNotFound(err) {

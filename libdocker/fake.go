@@ -50,7 +50,8 @@ type Fake struct {
 	runtimes      map[string]system.Runtime
 	broken        map[string]bool
 	cgroupDriver  string
-	rootDir       string // Info().DockerRootDir
+	logConfig     container.LogConfig // daemon.json's log-driver and log-opts
+	rootDir       string              // Info().DockerRootDir
 	securityOpts  []string
 	containers    map[string]*fakeContainer // by ID
 	images        map[string]*image.InspectResponse
@@ -123,6 +124,7 @@ func NewFake() *Fake {
 		runcCommit:    fakeRuncCommit,
 		broken:        map[string]bool{},
 		cgroupDriver:  "cgroupfs",
+		logConfig:     container.LogConfig{Type: "json-file"},
 		rootDir:       "/var/lib/docker",
 		securityOpts:  []string{"name=seccomp,profile=default", "name=cgroupns"},
 		containers:    map[string]*fakeContainer{},
@@ -207,6 +209,15 @@ func (f *Fake) SetAPIVersion(v string) {
 	if f.engine == "" {
 		f.engine = "0.0.0-fake"
 	}
+}
+
+// SetDaemonLogConfig sets the daemon's log-driver and log-opts, as daemon.json does: Info
+// reports the driver (never the options), and a container created without a log config of
+// its own gets both.
+func (f *Fake) SetDaemonLogConfig(driver string, opts map[string]string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.logConfig = container.LogConfig{Type: driver, Config: maps.Clone(opts)}
 }
 
 // SetCgroupDriver sets Info().CgroupDriver ("cgroupfs" or "systemd").
@@ -936,7 +947,7 @@ func (f *Fake) Info(ctx context.Context) (system.Info, error) {
 		ID: "FAKE:DOCKER", Name: "fake-docker", ServerVersion: f.engine,
 		OSType: "linux", OperatingSystem: "Fake Linux", Architecture: "x86_64", KernelVersion: "6.1.0-fake",
 		Driver: driver, DriverStatus: driverStatus, DockerRootDir: f.rootDir, CgroupDriver: f.cgroupDriver, CgroupVersion: "2",
-		DefaultRuntime: f.defaultRT, Runtimes: map[string]system.RuntimeWithStatus{},
+		DefaultRuntime: f.defaultRT, Runtimes: map[string]system.RuntimeWithStatus{}, LoggingDriver: f.logConfig.Type,
 		SecurityOptions: slices.Clone(f.securityOpts), Images: len(f.images), Containers: len(f.containers),
 	}
 	// From API 1.46 Docker says which containerd it uses (the containerd image store talks to
@@ -1028,6 +1039,9 @@ func (f *Fake) CreateContainer(ctx context.Context, name string, cfg *container.
 	if img.Config != nil {
 		mergeImageConfig(&config, &img.Config.ImageConfig)
 	}
+	if err := f.mergeLogConfig(&hostConfig.LogConfig); err != nil {
+		return "", err
+	}
 	if config.Labels == nil {
 		config.Labels = map[string]string{}
 	}
@@ -1059,7 +1073,7 @@ func (f *Fake) CreateContainer(ctx context.Context, name string, cfg *container.
 			ID: id, Created: now.Format(time.RFC3339Nano), Path: cmd[0], Args: cmd[1:],
 			Image: img.ID, Name: "/" + name, Driver: "overlay2", Platform: "linux",
 			HostConfig: &hostConfig,
-			LogPath:    "/var/lib/docker/containers/" + id + "/" + id + "-json.log",
+			LogPath:    fakeLogPath(hostConfig.LogConfig.Type, id),
 			State: &container.State{
 				Status: container.StateCreated, StartedAt: zeroTime, FinishedAt: zeroTime,
 			},

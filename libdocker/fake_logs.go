@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -150,4 +151,55 @@ func (f *Fake) ContainerLogs(ctx context.Context, id string, opts container.Logs
 		}
 	}()
 	return pr, nil
+}
+
+// fakeLogOpts are the options Docker's json-file and local drivers accept.
+var fakeLogOpts = map[string][]string{
+	"json-file": {"max-file", "max-size", "compress", "labels", "labels-regex", "env", "env-regex", "tag"},
+	"local":     {"max-file", "max-size", "compress"},
+}
+
+// mergeLogConfig completes a container's log config as Docker's daemon does at create: the
+// daemon's driver when none is named, the daemon's options for the keys not set when the
+// driver is the daemon's, and an unknown option refused.
+func (f *Fake) mergeLogConfig(cfg *container.LogConfig) error {
+	if cfg.Type == "" {
+		cfg.Type = f.logConfig.Type
+	}
+	if cfg.Config == nil {
+		cfg.Config = map[string]string{}
+	}
+	if cfg.Type == f.logConfig.Type {
+		for k, v := range f.logConfig.Config {
+			if _, ok := cfg.Config[k]; !ok {
+				cfg.Config[k] = v
+			}
+		}
+	}
+	known, ok := fakeLogOpts[cfg.Type]
+	if !ok {
+		return nil // a driver the fake does not know: its options are not checked
+	}
+	for k := range cfg.Config {
+		if slices.Contains(known, k) {
+			continue
+		}
+		if cfg.Type == "local" {
+			return dErr(cerrdefs.ErrInvalidArgument, "unknown log opt '%s' for log driver local", k)
+		}
+		return dErr(cerrdefs.ErrInvalidArgument, "unknown log opt '%s' for json-file log driver", k)
+	}
+	return nil
+}
+
+// fakeLogPath is where Docker keeps a container's log: json-file's file, local's, or none.
+func fakeLogPath(driver, id string) string {
+	dir := "/var/lib/docker/containers/" + id + "/"
+	switch driver {
+	case "json-file":
+		return dir + id + "-json.log"
+	case "local":
+		return dir + "local-logs/container.log"
+	}
+	return ""
 }

@@ -21,7 +21,7 @@ func newDoctorCommand(cfg *config.Config, configFile *string) *cobra.Command {
 		Use:   "doctor",
 		Short: "Check this node for what cri-dockerd needs (Docker, runtimes, handlers, images, CNI, socket)",
 		Long: "doctor checks Docker and its API version, the cgroup driver, every Docker runtime (binary present, executable, " +
-			"not a directory) and runtime handler alias, the pod infra image, CNI config and plugins, the CRI socket and " +
+			"not a directory) and runtime handler alias, whether Docker's own log of each container is bounded, the pod infra image, CNI config and plugins, the CRI socket and " +
 			"whether negative OOM scores are allowed. It prints one line per check and exits non-zero when a check fails. " +
 			"It takes the same flags and --config as the daemon.",
 		Args: cobra.NoArgs,

@@ -155,6 +155,7 @@ func serve(ctx context.Context, cfg *config.Config) error {
 				Logger:                       logger,
 				KeepReply:                    replies.Keep,
 				ConcurrentStarts:             cfg.ConcurrentStarts(runtime.NumCPU()),
+				DockerLogLimit:               core.DockerLogLimit{MaxSize: cfg.DockerLogLimit(), MaxFile: cfg.DockerLogMaxFile},
 			})
 		})
 	}()
