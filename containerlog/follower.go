@@ -296,8 +296,8 @@ func (f *follower) copyStream(ctx context.Context, follow bool) error {
 	}
 	defer stream.Close()
 	r := &messageReader{Reader: bufio.NewReaderSize(stream, streamBufferSize)}
-	seen := 0            // lines of messages stamped exactly from.Time offered in this pass
-	var last sentMessage // the last message of this pass
+	seen := 0          // lines of messages stamped exactly from.Time offered in this pass
+	last := lastSent{} // per stream, in this pass
 	for {
 		streamName, msg, err := f.next(r)
 		if err != nil {
@@ -311,10 +311,9 @@ func (f *follower) copyStream(ctx context.Context, follow bool) error {
 		if err != nil {
 			continue
 		}
-		if last.sentAgain(at, streamName, msg) {
+		if last.sentAgain(streamName, at, msg) {
 			continue
 		}
-		last = sentMessage{at, streamName, msg}
 		if at.Equal(from.Time) {
 			seen += criLines(content)
 			if seen <= from.Count {
@@ -329,24 +328,30 @@ func (f *follower) copyStream(ctx context.Context, follow bool) error {
 	}
 }
 
-// sentMessage is a message of a log stream, with its stamp and stream name.
-type sentMessage struct {
-	at     time.Time
-	stream string
-	msg    []byte
+// lastSent is, for each stream of a pass, the last message and its stamp.
+type lastSent map[string]struct {
+	at  time.Time
+	msg []byte
 }
 
-// sentAgain reports whether a message Docker sends after m is one it sent before. Docker
-// 20.10's json-file reader, following a file that is being written, sometimes sends a line
-// twice, or goes back and sends again a run of lines it sent already. Every line of a
-// container gets a stamp of its own, later than the one before (only the parts of a long
-// line share one, and those but the last have no newline): so a message stamped before m, or
-// a whole line equal to m, is such a repeat.
-func (m sentMessage) sentAgain(at time.Time, stream string, msg []byte) bool {
-	if at.Before(m.at) {
+// sentAgain reports whether a message of stream stamped at, after those noted, is one Docker
+// sent before, and notes it otherwise. Docker stamps the messages of one stream in order (the
+// parts of a long line share the stamp of its first part), yet its json-file reader, following
+// a file that is being written, sometimes sends a line twice, or goes back and sends a run of
+// lines again. So within a stream a message stamped before the last is such a repeat, and so is
+// the last whole line again with its stamp. The two streams are stamped apart (stdout's and
+// stderr's copiers), so one's stamps are never held against the other's, and equal text with
+// a stamp of its own is a line of its own.
+func (l lastSent) sentAgain(stream string, at time.Time, msg []byte) bool {
+	prev, ok := l[stream]
+	if ok && (at.Before(prev.at) || (at.Equal(prev.at) && bytes.HasSuffix(msg, []byte("\n")) && bytes.Equal(msg, prev.msg))) {
 		return true
 	}
-	return stream == m.stream && bytes.HasSuffix(msg, []byte("\n")) && bytes.Equal(msg, m.msg)
+	l[stream] = struct {
+		at  time.Time
+		msg []byte
+	}{at, append(prev.msg[:0], msg...)}
+	return false
 }
 
 // logBufferSize is the write buffer of a followed log file: flushed at every message end that

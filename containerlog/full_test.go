@@ -248,7 +248,8 @@ func TestOpenCutsOffATornLastLine(t *testing.T) {
 
 // A whole line Docker sends twice in a row, same stamp and stream, or a run of lines it sends
 // again after later ones, is written once; the parts of a long line, which share a stamp and
-// may be equal, are all written.
+// may be equal, are all written; so are equal lines with stamps of their own, and a stderr
+// line stamped before the stdout line sent ahead of it (each stream is stamped apart).
 func TestLinesDockerSendsAgainAreWrittenOnce(t *testing.T) {
 	var stream bytes.Buffer
 	frame := func(msg string) {
@@ -268,6 +269,17 @@ func TestLinesDockerSendsAgainAreWrittenOnce(t *testing.T) {
 	frame("2024-05-01T10:00:00.000000001Z n=1\n")
 	frame("2024-05-01T10:00:00.000000002Z n=2\n")
 	frame("2024-05-01T10:00:00.000000005Z n=5\n")
+	frame("2024-05-01T10:00:00.000000006Z .\n")
+	frame("2024-05-01T10:00:00.000000007Z .\n")
+	stderr := func(msg string) {
+		var h [8]byte
+		h[0] = 2
+		binary.BigEndian.PutUint32(h[4:], uint32(len(msg)))
+		stream.Write(h[:])
+		stream.WriteString(msg)
+	}
+	stderr("2024-05-01T10:00:00.000000006Z e=6\n")
+	stderr("2024-05-01T10:00:00.000000006Z e=6\n")
 	var out bytes.Buffer
 	fl := &follower{
 		m:        &Manager{docker: streamDocker{stream.Bytes()}, log: logrus.NewEntry(logrus.New())},
@@ -287,7 +299,10 @@ func TestLinesDockerSendsAgainAreWrittenOnce(t *testing.T) {
 		"2024-05-01T10:00:00.000000003Z stdout P xx\n" +
 		"2024-05-01T10:00:00.000000003Z stdout F x\n" +
 		"2024-05-01T10:00:00.000000004Z stdout F n=4\n" +
-		"2024-05-01T10:00:00.000000005Z stdout F n=5\n"
+		"2024-05-01T10:00:00.000000005Z stdout F n=5\n" +
+		"2024-05-01T10:00:00.000000006Z stdout F .\n" +
+		"2024-05-01T10:00:00.000000007Z stdout F .\n" +
+		"2024-05-01T10:00:00.000000006Z stderr F e=6\n"
 	if out.String() != want {
 		t.Errorf("wrote\n%s\nwant\n%s", out.String(), want)
 	}

@@ -69,6 +69,7 @@ func FuzzCRILogWriter(f *testing.F) {
 		// and its content up to the next byte 0x01 or 0x02.
 		var stream bytes.Buffer
 		want := map[string]*bytes.Buffer{"stdout": {}, "stderr": {}}
+		last := map[string][]byte{}
 		at := time.Date(2024, 5, 1, 10, 0, 0, 0, time.UTC)
 		for len(data) > 0 {
 			name := "stdout"
@@ -83,15 +84,23 @@ func FuzzCRILogWriter(f *testing.F) {
 			}
 			content := data[:end]
 			data = data[end:]
-			at = at.Add(time.Duration(len(content)%3) * time.Nanosecond) // some share a stamp
-			msg := append([]byte(at.Format(time.RFC3339Nano)+" "), content...)
 			if tty {
 				// A terminal's stream is lines: a message is one, its content has no newline
 				// but the last byte.
 				name = "stdout"
 				content = bytes.ReplaceAll(bytes.TrimSuffix(content, []byte("\n")), []byte("\n"), nil)
 				content = append(content, '\n')
-				msg = append([]byte(at.Format(time.RFC3339Nano)+" "), content...)
+			}
+			// Some share a stamp, as Docker's parts of a long line do; but Docker never sends
+			// one whole line twice with one stamp (the follower takes that for a repeat).
+			step := time.Duration(len(content)%3) * time.Nanosecond
+			if step == 0 && bytes.Equal(content, last[name]) && bytes.HasSuffix(content, []byte("\n")) {
+				step = time.Nanosecond
+			}
+			at = at.Add(step)
+			last[name] = content
+			msg := append([]byte(at.Format(time.RFC3339Nano)+" "), content...)
+			if tty {
 				stream.Write(msg)
 			} else {
 				var h [8]byte
