@@ -44,6 +44,8 @@ type follower struct {
 	failed   error
 	trouble  writeTrouble
 	recorded time.Time
+	// rotation watches Docker's own log file during a followed pass (docker_rotation.go).
+	rotation rotationWatch
 }
 
 func (f *follower) finished() bool {
@@ -79,6 +81,14 @@ func (f *follower) run(ctx context.Context) {
 	for {
 		err := f.copyStream(ctx, true)
 		werr := f.flush()
+		if errors.Is(werr, errDockerRotated) && ctx.Err() == nil {
+			// A plain read from the last line written gets what the followed stream skipped.
+			f.m.log.WithField("container", f.id).Debug("docker rotated its log file: reading again from the last line written")
+			err = f.copyStream(ctx, false)
+			if werr = f.flush(); werr == nil {
+				continue
+			}
+		}
 		if ctx.Err() != nil {
 			f.saveRecord()
 			return
@@ -205,6 +215,13 @@ func (f *follower) flushLocked() error {
 	if len(f.buf) == 0 || f.file == nil {
 		return nil
 	}
+	if f.rotation.rotated() {
+		// What this pass read since Docker's rotation may follow a gap: read again.
+		f.buf = f.buf[:0]
+		f.pend = f.pos
+		f.failed = errDockerRotated
+		return f.failed
+	}
 	err := f.cutTornLocked()
 	if err == nil {
 		var n int
@@ -280,11 +297,32 @@ func (f *follower) saveRecordLocked() {
 }
 
 // copyStream reads one stream from Docker, from the current position, to its end; a followed
-// stream ends when the container stops.
+// stream ends when the container stops. Where Docker's own file can be watched, a followed
+// stream is preceded by a plain read: a followed read that begins after Docker rotated its
+// file skips what the rotated files hold, and a plain one does not.
 func (f *follower) copyStream(ctx context.Context, follow bool) error {
+	if !follow {
+		return f.copyOnce(ctx, false, rotationWatch{})
+	}
+	watch := watchRotation(f.m.dockerLogPath(f.id), true)
+	if watch.known {
+		if err := f.copyOnce(ctx, false, rotationWatch{}); err != nil && !errors.Is(err, io.EOF) {
+			return err
+		}
+		if err := f.flush(); err != nil {
+			return err
+		}
+	}
+	return f.copyOnce(ctx, true, watch)
+}
+
+// copyOnce reads one stream from Docker from the current position, watching Docker's file
+// for rotations as watch says.
+func (f *follower) copyOnce(ctx context.Context, follow bool, watch rotationWatch) error {
 	opts := container.LogsOptions{ShowStdout: true, ShowStderr: true, Follow: follow, Timestamps: true}
 	f.mu.Lock()
 	f.failed = nil // a new pass, from the last line in the file
+	f.rotation = watch
 	from := f.pos
 	f.mu.Unlock()
 	if !from.Time.IsZero() {

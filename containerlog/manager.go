@@ -57,6 +57,9 @@ type Manager struct {
 	stateDir string // position records; "" keeps none
 	log      *logrus.Entry
 	openFile func(path string) (logFile, int64, error) // openLogFile but in tests
+	// DockerLogPath is where Docker keeps its own json-file log of container id ("" when
+	// unknown), watched for rotations during followed reads; nil watches nothing.
+	DockerLogPath func(id string) string
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -264,4 +267,12 @@ func mkdirOne(dir string) error {
 		return err
 	}
 	return nil
+}
+
+// dockerLogPath is DockerLogPath(id), "" without it.
+func (m *Manager) dockerLogPath(id string) string {
+	if m.DockerLogPath == nil {
+		return ""
+	}
+	return m.DockerLogPath(id)
 }

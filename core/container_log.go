@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
@@ -87,4 +88,15 @@ func (s *Service) ReopenContainerLog(ctx context.Context, req *runtimeapi.Reopen
 		return nil, status.Errorf(codes.Internal, "reopen log of container %q: %v", id, err)
 	}
 	return &runtimeapi.ReopenContainerLogResponse{}, nil
+}
+
+// dockerLogPath is where Docker keeps its own json-file log of container id (its root's
+// containers/ID/ID-json.log, Docker's layout since 1.x); the follower watches it for rotations.
+// "" before Docker's /info is known.
+func (s *Service) dockerLogPath(id string) string {
+	info := s.runtimes.cached()
+	if info == nil || info.DockerRootDir == "" {
+		return ""
+	}
+	return filepath.Join(info.DockerRootDir, "containers", id, id+"-json.log")
 }

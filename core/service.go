@@ -219,6 +219,7 @@ func New(ctx context.Context, docker libdocker.Client, opts Options) (*Service, 
 		s.imageVolumes.close()
 		return nil, err
 	}
+	s.logs.DockerLogPath = s.dockerLogPath
 	if err := s.followExistingLogs(ctx); err != nil {
 		s.logs.Close()
 		s.imageVolumes.close()

@@ -13,18 +13,19 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// TestNumberedLinesSurviveDockersLogRotation: with --docker-log-max-size=1k Docker keeps its
-// own copy of the log in files of 1 kB and rotates them many times while a container writes
+// TestNumberedLinesSurviveDockersLogRotation: with --docker-log-max-size=2k Docker keeps its
+// own copy of the log in 5 files of 2 kB and rotates them many times while a container writes
 // bursts of numbered lines (one burst while cri-dockerd is stopped, one across a restart);
-// every number reaches the CRI log exactly once, in order.
+// every number reaches the CRI log exactly once, in order. Docker's followed stream skips
+// lines at its rotations (docker logs -f alike): the follower reads them again.
 func TestNumberedLinesSurviveDockersLogRotation(t *testing.T) {
-	d := StartDaemon(t, "--docker-log-max-size=1k", "--docker-log-max-file=5")
+	d := StartDaemon(t, "--docker-log-max-size=2k", "--docker-log-max-file=5")
 	podCfg := newPodConfig(t, "dockerrot")
 	sandboxID := runPod(t, d, podCfg, "")
 	ctl := t.TempDir()
 	const bursts, per = 6, 40
 	// A burst of 40 lines (about 3 kB of Docker's json) waits for its go file: Docker then
-	// has it all (5 files of 1 kB) even while cri-dockerd is down.
+	// has two bursts (5 files of 2 kB) even while cri-dockerd is down.
 	cfg := containerConfig("counter", fmt.Sprintf(
 		`i=0; b=0; while [ $b -lt %d ]; do while [ ! -e /ctl/go$b ]; do sleep 0.05; done; j=0; while [ $j -lt %d ]; do i=$((i+1)); j=$((j+1)); echo n=$i; done; b=$((b+1)); done`, bursts, per))
 	cfg.Mounts = []*runtimeapi.Mount{{HostPath: ctl, ContainerPath: "/ctl"}}
@@ -35,8 +36,8 @@ func TestNumberedLinesSurviveDockersLogRotation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if lc := inspect.HostConfig.LogConfig; lc.Type != "json-file" || lc.Config["max-size"] != "1k" || lc.Config["max-file"] != "5" {
-		t.Fatalf("Docker's log config %s %v, want json-file with max-size 1k, max-file 5", lc.Type, lc.Config)
+	if lc := inspect.HostConfig.LogConfig; lc.Type != "json-file" || lc.Config["max-size"] != "2k" || lc.Config["max-file"] != "5" {
+		t.Fatalf("Docker's log config %s %v, want json-file with max-size 2k, max-file 5", lc.Type, lc.Config)
 	}
 	path := filepath.Join(podCfg.LogDirectory, "counter.log")
 	burst := func(b int) {
