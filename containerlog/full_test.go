@@ -3,7 +3,6 @@ package containerlog
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"fmt"
 	"io"
 	"os"
@@ -252,34 +251,21 @@ func TestOpenCutsOffATornLastLine(t *testing.T) {
 // line stamped before the stdout line sent ahead of it (each stream is stamped apart).
 func TestLinesDockerSendsAgainAreWrittenOnce(t *testing.T) {
 	var stream bytes.Buffer
-	frame := func(msg string) {
-		var h [8]byte
-		h[0] = 1
-		binary.BigEndian.PutUint32(h[4:], uint32(len(msg)))
-		stream.Write(h[:])
-		stream.WriteString(msg)
-	}
-	frame("2024-05-01T10:00:00.000000001Z n=1\n")
-	frame("2024-05-01T10:00:00.000000002Z n=2\n")
-	frame("2024-05-01T10:00:00.000000002Z n=2\n")
-	frame("2024-05-01T10:00:00.000000003Z xx")
-	frame("2024-05-01T10:00:00.000000003Z xx")
-	frame("2024-05-01T10:00:00.000000003Z x\n")
-	frame("2024-05-01T10:00:00.000000004Z n=4\n")
-	frame("2024-05-01T10:00:00.000000001Z n=1\n")
-	frame("2024-05-01T10:00:00.000000002Z n=2\n")
-	frame("2024-05-01T10:00:00.000000005Z n=5\n")
-	frame("2024-05-01T10:00:00.000000006Z .\n")
-	frame("2024-05-01T10:00:00.000000007Z .\n")
-	stderr := func(msg string) {
-		var h [8]byte
-		h[0] = 2
-		binary.BigEndian.PutUint32(h[4:], uint32(len(msg)))
-		stream.Write(h[:])
-		stream.WriteString(msg)
-	}
-	stderr("2024-05-01T10:00:00.000000006Z e=6\n")
-	stderr("2024-05-01T10:00:00.000000006Z e=6\n")
+	frame := func(streamByte byte, msg string) { writeFrame(&stream, streamByte, []byte(msg)) }
+	frame(1, "2024-05-01T10:00:00.000000001Z n=1\n")
+	frame(1, "2024-05-01T10:00:00.000000002Z n=2\n")
+	frame(1, "2024-05-01T10:00:00.000000002Z n=2\n")
+	frame(1, "2024-05-01T10:00:00.000000003Z xx")
+	frame(1, "2024-05-01T10:00:00.000000003Z xx")
+	frame(1, "2024-05-01T10:00:00.000000003Z x\n")
+	frame(1, "2024-05-01T10:00:00.000000004Z n=4\n")
+	frame(1, "2024-05-01T10:00:00.000000001Z n=1\n")
+	frame(1, "2024-05-01T10:00:00.000000002Z n=2\n")
+	frame(1, "2024-05-01T10:00:00.000000005Z n=5\n")
+	frame(1, "2024-05-01T10:00:00.000000006Z .\n")
+	frame(1, "2024-05-01T10:00:00.000000007Z .\n")
+	frame(2, "2024-05-01T10:00:00.000000006Z e=6\n")
+	frame(2, "2024-05-01T10:00:00.000000006Z e=6\n")
 	var out bytes.Buffer
 	fl := &follower{
 		m:        &Manager{docker: streamDocker{stream.Bytes()}, log: logrus.NewEntry(logrus.New())},

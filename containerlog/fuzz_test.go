@@ -54,6 +54,16 @@ type bufferFile struct{ *bytes.Buffer }
 func (bufferFile) Truncate(int64) error { return errors.New("not supported") }
 func (bufferFile) Close() error         { return nil }
 
+// writeFrame writes msg to a multiplexed log stream as Docker sends it for stream 1 (stdout)
+// or 2 (stderr): an 8-byte header holding the stream and the length, then the message.
+func writeFrame(w *bytes.Buffer, streamByte byte, msg []byte) {
+	var h [8]byte
+	h[0] = streamByte
+	binary.BigEndian.PutUint32(h[4:], uint32(len(msg)))
+	w.Write(h[:])
+	w.Write(msg)
+}
+
 // FuzzCRILogWriter feeds the follower a Docker log stream made from the input — messages of
 // stdout or stderr (multiplexed) or of a terminal, each with a timestamp and arbitrary
 // content — and checks that every line written parses as `TIMESTAMP STREAM P|F TEXT`, and
@@ -103,14 +113,11 @@ func FuzzCRILogWriter(f *testing.F) {
 			if tty {
 				stream.Write(msg)
 			} else {
-				var h [8]byte
-				h[0] = kind
-				if kind != 2 {
-					h[0] = 1
+				streamByte := byte(1)
+				if kind == 2 {
+					streamByte = 2
 				}
-				binary.BigEndian.PutUint32(h[4:], uint32(len(msg)))
-				stream.Write(h[:])
-				stream.Write(msg)
+				writeFrame(&stream, streamByte, msg)
 			}
 			want[name].Write(content)
 		}
