@@ -43,21 +43,17 @@ func TestCallsAbandonedDuringCreateLeaveNothing(t *testing.T) {
 	// gone waits until Docker holds no container of the pod but keep (the sandbox, if any).
 	gone := func(what string, keep string) {
 		t.Helper()
-		deadline := time.Now().Add(scaled(30 * time.Second))
-		for {
-			var left []string
+		var left []string
+		if !pollUntil(30*time.Second, 50*time.Millisecond, func() bool {
+			left = nil
 			for _, c := range podContainers(t, podCfg.Metadata) {
 				if c.ID != keep {
 					left = append(left, c.Names[0]+" "+c.State)
 				}
 			}
-			if len(left) == 0 {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s abandoned during its create left %v in Docker", what, left)
-			}
-			time.Sleep(50 * time.Millisecond)
+			return len(left) == 0
+		}) {
+			t.Fatalf("%s abandoned during its create left %v in Docker", what, left)
 		}
 	}
 

@@ -62,15 +62,7 @@ func TestStatusAnswersWhileDockerdIsFrozen(t *testing.T) {
 	}
 
 	thaw()
-	deadline := time.Now().Add(scaled(30 * time.Second))
-	for {
-		st, err := d.Runtime.Status(ctx, &runtimeapi.StatusRequest{})
-		if err == nil && st.Status.Conditions[0].Status {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Status after dockerd resumed: %v, %v; want ready", st, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	awaitRuntimeReady(t, 30*time.Second, func(ctx context.Context) (*runtimeapi.StatusResponse, error) {
+		return d.Runtime.Status(ctx, &runtimeapi.StatusRequest{})
+	})
 }

@@ -45,7 +45,7 @@ func TestDockerLateAtStart(t *testing.T) {
 	}
 
 	pd.Start()
-	awaitRuntimeReady(t, func(ctx context.Context) (*runtimeapi.StatusResponse, error) {
+	awaitRuntimeReady(t, time.Minute, func(ctx context.Context) (*runtimeapi.StatusResponse, error) {
 		return d.Runtime.Status(ctx, &runtimeapi.StatusRequest{})
 	})
 	if _, err := d.Runtime.Version(ctx, &runtimeapi.VersionRequest{}); err != nil {
@@ -82,7 +82,7 @@ func TestDockerLateAtStartSocketActivated(t *testing.T) {
 
 	pd.Start()
 	a.awaitNote(t, "STATUS=serving")
-	awaitRuntimeReady(t, func(ctx context.Context) (*runtimeapi.StatusResponse, error) {
+	awaitRuntimeReady(t, time.Minute, func(ctx context.Context) (*runtimeapi.StatusResponse, error) {
 		return a.Client.Status(ctx, &runtimeapi.StatusRequest{})
 	})
 	a.stop(t)
@@ -102,20 +102,17 @@ func wantNotReady(t *testing.T, st *runtimeapi.StatusResponse, endpoint string) 
 	}
 }
 
-// awaitRuntimeReady waits until status reports RuntimeReady.
-func awaitRuntimeReady(t *testing.T, status func(context.Context) (*runtimeapi.StatusResponse, error)) {
+// awaitRuntimeReady waits up to timeout (scaled) until status reports RuntimeReady.
+func awaitRuntimeReady(t *testing.T, timeout time.Duration, status func(context.Context) (*runtimeapi.StatusResponse, error)) {
 	t.Helper()
-	deadline := time.Now().Add(scaled(time.Minute))
-	for {
+	var st *runtimeapi.StatusResponse
+	var err error
+	if !pollUntil(timeout, 50*time.Millisecond, func() bool {
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-		st, err := status(ctx)
-		cancel()
-		if err == nil && len(st.Status.Conditions) > 0 && st.Status.Conditions[0].Status {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not ready a minute after Docker started: %v, %v", st, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+		defer cancel()
+		st, err = status(ctx)
+		return err == nil && len(st.Status.Conditions) > 0 && st.Status.Conditions[0].Status
+	}) {
+		t.Fatalf("not ready %v after Docker came back: %v, %v", timeout, st, err)
 	}
 }

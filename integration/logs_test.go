@@ -50,12 +50,9 @@ func readCRILog(t *testing.T, path string) []criLine {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(scaled(15 * time.Second)); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if cond() {
-			return
-		}
+	if !pollUntil(15*time.Second, 50*time.Millisecond, cond) {
+		t.Fatalf("timed out waiting for %s", what)
 	}
-	t.Fatalf("timed out waiting for %s", what)
 }
 
 func TestContainerLogIsInCRIFormatWithStreamsAndPartialLines(t *testing.T) {

@@ -46,17 +46,15 @@ func podWithRemovedPause(t *testing.T, d *Daemon, cfg *runtimeapi.PodSandboxConf
 	}
 	// cri-dockerd learns of a removal behind its back from Docker's destroy event, which a
 	// loaded machine delays: until then the pod is listed as it was.
-	deadline := time.Now().Add(scaled(30 * time.Second))
-	for {
-		list, err := d.Runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{Id: id}})
-		if err == nil && len(list.Items) == 1 && list.Items[0].State == runtimeapi.PodSandboxState_SANDBOX_NOTREADY {
-			return ctr
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("ListPodSandbox after docker rm -f of the pause container = %v, %v; want the pod NOTREADY", list.GetItems(), err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var list *runtimeapi.ListPodSandboxResponse
+	var err error
+	if !pollUntil(30*time.Second, 20*time.Millisecond, func() bool {
+		list, err = d.Runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{Id: id}})
+		return err == nil && len(list.Items) == 1 && list.Items[0].State == runtimeapi.PodSandboxState_SANDBOX_NOTREADY
+	}) {
+		t.Fatalf("ListPodSandbox after docker rm -f of the pause container = %v, %v; want the pod NOTREADY", list.GetItems(), err)
 	}
+	return ctr
 }
 
 // checkNothingLeft checks that the pod (sandbox id, containers ctrs) left no container,

@@ -30,3 +30,16 @@ func loadFactor() float64 {
 	}
 	return min(max(load/float64(runtime.NumCPU()), 1), 10)
 }
+
+// pollUntil calls cond every interval until it holds (true) or scaled(timeout) has passed
+// (false, after a last call).
+func pollUntil(timeout, interval time.Duration, cond func() bool) bool {
+	for deadline := time.Now().Add(scaled(timeout)); ; time.Sleep(interval) {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+}
