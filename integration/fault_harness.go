@@ -591,20 +591,29 @@ func metricsAddr(t testing.TB, d *Daemon) string {
 }
 
 // goroutineDump is /debug/pprof/goroutine?debug=1 of the daemon: its count (the first line,
-// "goroutine profile: total N") and the whole dump.
+// "goroutine profile: total N") and the whole dump. On a busy machine the answer can take longer
+// than a read's bound (once in CI: no answer in 30 s, at a time the suite ran nine times slower
+// than usual), so a read that fails is tried twice more; each failure is logged with the load.
 func goroutineDump(t testing.TB, addr string) (int, string) {
 	t.Helper()
-	n, dump, err := fetchGoroutines(addr)
-	if err != nil {
-		t.Fatal(err)
+	var err error
+	for attempt := 1; attempt <= 3; attempt++ {
+		var n int
+		var dump string
+		if n, dump, err = fetchGoroutines(addr); err == nil {
+			return n, dump
+		}
+		load, _ := os.ReadFile("/proc/loadavg")
+		t.Logf("read %d of the goroutine profile: %v (loadavg %s)", attempt, err, strings.TrimSpace(string(load)))
 	}
-	return n, dump
+	t.Fatal(err)
+	return 0, ""
 }
 
-// fetchGoroutines reads the goroutine profile. The request closes its connection, so that it
-// leaves no goroutine of its own behind.
+// fetchGoroutines reads the goroutine profile, bounded by scaled(30 s). The request closes its
+// connection, so that it leaves no goroutine of its own behind.
 func fetchGoroutines(addr string) (int, string, error) {
-	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	client := &http.Client{Timeout: scaled(30 * time.Second), Transport: &http.Transport{DisableKeepAlives: true}}
 	resp, err := client.Get("http://" + addr + "/debug/pprof/goroutine?debug=1")
 	if err != nil {
 		return 0, "", fmt.Errorf("goroutine profile: %w", err)
