@@ -9,7 +9,7 @@ ifeq ($(origin VERSION),undefined)
 VERSION := $(shell packaging/version.sh)
 endif
 COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
-LDFLAGS := -X github.com/cri-dockerd/cri-dockerd/core.Version=$(VERSION) -X github.com/cri-dockerd/cri-dockerd/core.GitCommit=$(COMMIT)
+LDFLAGS := -X github.com/cri-dockerd/cri-dockerd/internal/version.Version=$(VERSION) -X github.com/cri-dockerd/cri-dockerd/internal/version.GitCommit=$(COMMIT)
 # Extra flags for `make run`, e.g. ARGS='--runtime-handler spin=io.containerd.spin.v2'
 ARGS ?=
 
@@ -60,8 +60,8 @@ unit:
 # A failure leaves its input under the package's testdata/fuzz/; keep it as a seed once fixed.
 # Minimizing a new input is bounded (it held FuzzCRILogWriter's one worker for 18 s of 30).
 FUZZTIME ?= 30s
-FUZZ_TARGETS := core:FuzzValidateConfig core:FuzzContainerLogPath core:FuzzLabels core:FuzzParseName \
-	core:FuzzDecodeCheckpoint network:FuzzParsePodCIDRs containerlog:FuzzDecodeRecord containerlog:FuzzCRILogWriter
+FUZZ_TARGETS := internal/core:FuzzValidateConfig internal/core:FuzzContainerLogPath internal/core:FuzzLabels internal/core:FuzzParseName \
+	internal/core:FuzzDecodeCheckpoint internal/network/podcidr:FuzzParsePodCIDRs internal/containerlog:FuzzDecodeRecord internal/containerlog:FuzzCRILogWriter
 # integration/fuzz/run.sh runs one target and tells Go 1.26's own end-of-fuzztime race
 # (golang/go#75804: "context deadline exceeded", no failing input) from a failure.
 fuzz:
@@ -163,7 +163,7 @@ release-test: release
 # gremlins -E file regexps (e.g. MUTATION_EXCLUDE='^fake.*\.go$$').
 GREMLINS_VERSION := v0.6.0
 GREMLINS_DIR := /var/cache/cri-dockerd-ci/bin/gremlins-$(GREMLINS_VERSION)
-MUTATION_PKGS ?= config containerlog network libdocker core
+MUTATION_PKGS ?= internal/config internal/containerlog internal/network internal/libdocker internal/core
 MUTATION_TIMEOUT_COEF ?= 10
 MUTATION_WORKERS ?= 1
 MUTATION_EXCLUDE ?=
@@ -175,12 +175,12 @@ mutation:
 		start=$$(date +%s); \
 		(cd $$p && GOFLAGS=-count=1 $(GREMLINS_DIR)/gremlins unleash --workers $(MUTATION_WORKERS) \
 			--timeout-coefficient $(MUTATION_TIMEOUT_COEF) $(foreach e,$(MUTATION_EXCLUDE),-E '$(e)') \
-			-o $(CURDIR)/bin/mutation-$$p.json) > bin/mutation-$$p.log 2>&1 || { tail -20 bin/mutation-$$p.log; exit 1; }; \
-		k=$$(grep -c '^ *KILLED ' bin/mutation-$$p.log || true); l=$$(grep -c '^ *LIVED ' bin/mutation-$$p.log || true); \
-		n=$$(grep -c '^ *NOT COVERED ' bin/mutation-$$p.log || true); t=$$(grep -c '^ *TIMED OUT ' bin/mutation-$$p.log || true); \
+			-o $(CURDIR)/bin/mutation-$${p##*/}.json) > bin/mutation-$${p##*/}.log 2>&1 || { tail -20 bin/mutation-$${p##*/}.log; exit 1; }; \
+		k=$$(grep -c '^ *KILLED ' bin/mutation-$${p##*/}.log || true); l=$$(grep -c '^ *LIVED ' bin/mutation-$${p##*/}.log || true); \
+		n=$$(grep -c '^ *NOT COVERED ' bin/mutation-$${p##*/}.log || true); t=$$(grep -c '^ *TIMED OUT ' bin/mutation-$${p##*/}.log || true); \
 		echo "mutation ./$$p/: killed $$k, lived $$l, not covered $$n, timed out $$t;" \
 			"survivors $$(awk -v k=$$k -v l=$$l 'BEGIN { printf "%.1f", k + l ? 100 * l / (k + l) : 0 }') % ($$(( $$(date +%s) - start )) s)"; \
-		grep '^ *LIVED ' bin/mutation-$$p.log | sed 's/^ */    /' || true; \
+		grep '^ *LIVED ' bin/mutation-$${p##*/}.log | sed 's/^ */    /' || true; \
 	done; echo "mutation: $$(( $$(date +%s) - total )) s"
 
 # critest with every pod on gVisor (-runtime-handler gvisor: Debian's runsc with

@@ -38,7 +38,7 @@ func BenchmarkPodStartOverhead(b *testing.B) {
 		cfg := newPodConfig(b, "bench-docker")
 		m := cfg.Metadata
 		start := time.Now()
-		// What cri-dockerd asks for a sandbox on the default handler (see core/sandbox_run.go);
+		// What cri-dockerd asks for a sandbox on the default handler (see internal/core/sandbox_run.go);
 		// OomScoreAdj is left at 0, what cri-dockerd clamps -998 to on nodes without
 		// CAP_SYS_RESOURCE such as the CI VMs.
 		sandbox := mustCreate(b, ctx, "k8s_POD_"+m.Name+"_"+m.Namespace+"_"+m.Uid+"_0",

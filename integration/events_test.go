@@ -156,7 +156,7 @@ func BenchmarkContainerEventLatency(b *testing.B) {
 }
 
 // TestContainerEventsSurviveDockerRestart restarts a private dockerd under an open
-// GetContainerEvents stream. What core/events.go promises: the stream itself never ends (the
+// GetContainerEvents stream. What internal/core/events.go promises: the stream itself never ends (the
 // watcher reconnects to Docker with backoff), what changed while it was away is reported from a
 // relist, events flow again after the reconnect, and every event carries the pod's complete
 // statuses (the kubelet takes them as the pod's whole state).

@@ -194,7 +194,7 @@ const (
 	// containersPerPod: kubelet-realistic pods of one or two containers.
 	containersPerPod = 2
 	// rawStatsConcurrency bounds the raw side's GETs in flight, like the cache's own bound
-	// (statsConcurrency in core/stats_collector.go).
+	// (statsConcurrency in internal/core/stats_collector.go).
 	rawStatsConcurrency = 32
 	// statsCallsPerIter is the warm calls of each RPC per iteration: they take milliseconds.
 	statsCallsPerIter = 10
@@ -600,7 +600,7 @@ func (sb *statsBench) run(b *testing.B, n int) {
 	b.ReportMetric(ms(idle.others), "others-dockerd-cpu-ms/s")
 }
 
-// statsPeriod is the stats cache's refresh period (statsInterval in core/stats_collector.go).
+// statsPeriod is the stats cache's refresh period (statsInterval in internal/core/stats_collector.go).
 const statsPeriod = 10 * time.Second
 
 // rawStatsRound gets what a client without the cache needs: the IDs from one `docker ps` of the

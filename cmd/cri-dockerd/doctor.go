@@ -7,9 +7,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cri-dockerd/cri-dockerd/config"
-	"github.com/cri-dockerd/cri-dockerd/doctor"
-	"github.com/cri-dockerd/cri-dockerd/libdocker"
+	"github.com/cri-dockerd/cri-dockerd/internal/config"
+	"github.com/cri-dockerd/cri-dockerd/internal/doctor"
+	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
 )
 
 // errChecksFailed makes the command exit non-zero after it printed the failed checks.

@@ -11,8 +11,9 @@ import (
 	"github.com/spf13/cobra"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/cri-dockerd/cri-dockerd/config"
-	"github.com/cri-dockerd/cri-dockerd/core"
+	"github.com/cri-dockerd/cri-dockerd/internal/config"
+	"github.com/cri-dockerd/cri-dockerd/internal/core"
+	"github.com/cri-dockerd/cri-dockerd/internal/version"
 )
 
 func main() {
@@ -103,12 +104,12 @@ func newRootCommand() *cobra.Command {
 }
 
 func printVersion(cmd *cobra.Command) {
-	fmt.Fprintf(cmd.OutOrStdout(), "cri-dockerd %s (%s)\nCRI API: %s (k8s.io/cri-api %s)\n", core.Version, core.GitCommit, core.CRIAPIVersion, criAPIModuleVersion())
+	fmt.Fprintf(cmd.OutOrStdout(), "cri-dockerd %s (%s)\nCRI API: %s (k8s.io/cri-api %s)\n", version.Version, version.GitCommit, core.CRIAPIVersion, criAPIModuleVersion())
 }
 
 // printBuildInfo prints upstream's --buildinfo lines, which scripts parse.
 func printBuildInfo(w io.Writer) {
-	fmt.Fprintf(w, "Program: cri-dockerd\nVersion: %s\nGitCommit: %s\nGo version: %s\n", core.Version, core.GitCommit, runtime.Version())
+	fmt.Fprintf(w, "Program: cri-dockerd\nVersion: %s\nGitCommit: %s\nGo version: %s\n", version.Version, version.GitCommit, runtime.Version())
 }
 
 // criAPIModuleVersion reads the cri-api module version from the build info.

@@ -23,17 +23,18 @@ import (
 	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
 
-	"github.com/cri-dockerd/cri-dockerd/config"
-	"github.com/cri-dockerd/cri-dockerd/core"
-	"github.com/cri-dockerd/cri-dockerd/libdocker"
-	"github.com/cri-dockerd/cri-dockerd/metrics"
-	"github.com/cri-dockerd/cri-dockerd/network"
-	"github.com/cri-dockerd/cri-dockerd/replycodec"
-	"github.com/cri-dockerd/cri-dockerd/runtimecgroups"
-	"github.com/cri-dockerd/cri-dockerd/standby"
-	"github.com/cri-dockerd/cri-dockerd/store"
-	"github.com/cri-dockerd/cri-dockerd/streaming"
-	"github.com/cri-dockerd/cri-dockerd/supervise"
+	"github.com/cri-dockerd/cri-dockerd/internal/config"
+	"github.com/cri-dockerd/cri-dockerd/internal/core"
+	"github.com/cri-dockerd/cri-dockerd/internal/version"
+	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
+	"github.com/cri-dockerd/cri-dockerd/internal/metrics"
+	"github.com/cri-dockerd/cri-dockerd/internal/network"
+	"github.com/cri-dockerd/cri-dockerd/internal/replycodec"
+	"github.com/cri-dockerd/cri-dockerd/internal/runtimecgroups"
+	"github.com/cri-dockerd/cri-dockerd/internal/standby"
+	"github.com/cri-dockerd/cri-dockerd/internal/store"
+	"github.com/cri-dockerd/cri-dockerd/internal/streaming"
+	"github.com/cri-dockerd/cri-dockerd/internal/supervise"
 )
 
 // maxMsgSize matches the kubelet's CRI client limit, so large list answers get through.
@@ -187,7 +188,7 @@ func serve(ctx context.Context, cfg *config.Config) error {
 			}
 			built.Store(svc)
 			gate.Serve(svc)
-			log.WithFields(logrus.Fields{"endpoint": cfg.ContainerRuntimeEndpoint, "docker": cfg.DockerEndpoint, "docker_api": docker.APIVersion(), "version": core.Version}).Info("cri-dockerd serving")
+			log.WithFields(logrus.Fields{"endpoint": cfg.ContainerRuntimeEndpoint, "docker": cfg.DockerEndpoint, "docker_api": docker.APIVersion(), "version": version.Version}).Info("cri-dockerd serving")
 			notifySystemd(log, "STATUS=serving")
 		}
 	}

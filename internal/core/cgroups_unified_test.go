@@ -1,0 +1,169 @@
+package core
+
+import (
+	"context"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/sirupsen/logrus"
+	logtest "github.com/sirupsen/logrus/hooks/test"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
+)
+
+// The CRI's unified map holds cgroup v2 files and values (Documentation/admin-guide/
+// cgroup-v2.rst) for the container's cgroup. Docker takes resources, not files: what has a
+// Docker setting is honoured, the kernel's defaults are no-ops, the rest is logged once.
+func TestUnifiedResourcesMap(t *testing.T) {
+	const mi = 1 << 20
+	pids := func(n int64) *int64 { return &n }
+	for _, tc := range []struct {
+		name   string
+		res    *runtimeapi.LinuxContainerResources
+		want   container.Resources
+		warned []string // the unified keys logged
+	}{
+		{
+			name: "the kubelet on cgroup v2, a Burstable container without swap",
+			res: &runtimeapi.LinuxContainerResources{MemoryLimitInBytes: 128 * mi, MemorySwapLimitInBytes: 128 * mi,
+				Unified: map[string]string{"memory.high": "max", "memory.oom.group": "1", "memory.swap.max": "0"}},
+			want:   container.Resources{Memory: 128 * mi, MemorySwap: 128 * mi},
+			warned: []string{"memory.oom.group"},
+		},
+		{
+			name:   "the kubelet on cgroup v2 with singleProcessOOMKill",
+			res:    &runtimeapi.LinuxContainerResources{MemoryLimitInBytes: 64 * mi, Unified: map[string]string{"memory.high": "max", "memory.oom.group": "0"}},
+			want:   container.Resources{Memory: 64 * mi, MemorySwap: 64 * mi},
+			warned: nil,
+		},
+		{
+			name:   "a BestEffort container: swap cannot be limited without memory",
+			res:    &runtimeapi.LinuxContainerResources{Unified: map[string]string{"memory.swap.max": "0", "memory.high": "max"}},
+			want:   container.Resources{},
+			warned: []string{"memory.swap.max"},
+		},
+		{
+			name:   "limits given only as files",
+			res:    &runtimeapi.LinuxContainerResources{Unified: map[string]string{"memory.max": "268435456", "memory.swap.max": "67108864", "memory.low": "33554432", "pids.max": "100"}},
+			want:   container.Resources{Memory: 256 * mi, MemorySwap: 256*mi + 64*mi, MemoryReservation: 32 * mi, PidsLimit: pids(100)},
+			warned: nil,
+		},
+		{
+			name:   "unlimited swap and pids",
+			res:    &runtimeapi.LinuxContainerResources{MemoryLimitInBytes: 64 * mi, Unified: map[string]string{"memory.swap.max": "max", "pids.max": "max", "memory.max": "max"}},
+			want:   container.Resources{Memory: 64 * mi, MemorySwap: -1, PidsLimit: pids(-1)},
+			warned: nil,
+		},
+		{
+			name:   "the CRI field wins over memory.max",
+			res:    &runtimeapi.LinuxContainerResources{MemoryLimitInBytes: 64 * mi, Unified: map[string]string{"memory.max": "1073741824"}},
+			want:   container.Resources{Memory: 64 * mi, MemorySwap: 64 * mi},
+			warned: nil,
+		},
+		{
+			name:   "MemoryQoS and files Docker has no setting for",
+			res:    &runtimeapi.LinuxContainerResources{Unified: map[string]string{"memory.high": "1073741824", "cpu.weight": "100", "io.max": "8:0 rbps=1048576"}},
+			want:   container.Resources{},
+			warned: []string{"cpu.weight", "io.max", "memory.high"},
+		},
+		{
+			name:   "values that are not numbers",
+			res:    &runtimeapi.LinuxContainerResources{Unified: map[string]string{"pids.max": "lots", "memory.low": "-1", "memory.max": "1G"}},
+			want:   container.Resources{},
+			warned: []string{"memory.low", "memory.max", "pids.max"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			logger, hook := logtest.NewNullLogger()
+			s := &Service{log: logrus.NewEntry(logger)}
+			got := s.dockerResources(tc.res)
+			if got.Memory != tc.want.Memory || got.MemorySwap != tc.want.MemorySwap || got.MemoryReservation != tc.want.MemoryReservation ||
+				(got.PidsLimit == nil) != (tc.want.PidsLimit == nil) || (got.PidsLimit != nil && *got.PidsLimit != *tc.want.PidsLimit) {
+				t.Errorf("resources memory %d swap %d reservation %d pids %v, want %d %d %d %v", got.Memory, got.MemorySwap, got.MemoryReservation, deref(got.PidsLimit),
+					tc.want.Memory, tc.want.MemorySwap, tc.want.MemoryReservation, deref(tc.want.PidsLimit))
+			}
+			var warned []string
+			for _, e := range hook.AllEntries() {
+				if e.Level != logrus.WarnLevel {
+					continue
+				}
+				for k := range tc.res.Unified {
+					if strings.Contains(e.Message, k+"=") {
+						warned = append(warned, k)
+					}
+				}
+			}
+			sort.Strings(warned)
+			if strings.Join(warned, " ") != strings.Join(tc.warned, " ") {
+				t.Errorf("warned about %v, want %v; log: %v", warned, tc.warned, messages(hook))
+			}
+			// Once per kind: the kubelet sends the same map for every container.
+			hook.Reset()
+			s.dockerResources(tc.res)
+			if n := len(hook.AllEntries()); n != 0 {
+				t.Errorf("%d more warnings for the same map: %v", n, messages(hook))
+			}
+		})
+	}
+}
+
+func deref(p *int64) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+func messages(hook *logtest.Hook) []string {
+	var out []string
+	for _, e := range hook.AllEntries() {
+		out = append(out, e.Message)
+	}
+	return out
+}
+
+// The unified map reaches Docker at create and in updates.
+func TestUnifiedResourcesAtCreateAndUpdate(t *testing.T) {
+	fake := libdocker.NewFake()
+	s := newTestService(t, fake, Options{})
+	t.Cleanup(s.Close)
+	ctx := context.Background()
+	podID, podCfg := runPod(t, s, "unified", "")
+	cfg := containerConfig("c")
+	cfg.Linux = &runtimeapi.LinuxContainerConfig{Resources: &runtimeapi.LinuxContainerResources{
+		MemoryLimitInBytes: 128 << 20,
+		Unified:            map[string]string{"memory.swap.max": "max", "pids.max": "50", "memory.high": "max", "memory.oom.group": "1"},
+	}}
+	resp, err := s.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: podID, Config: cfg, SandboxConfig: podCfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := resp.ContainerId
+	hostConfig := func() *container.HostConfig {
+		t.Helper()
+		inspect, err := fake.InspectContainer(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return inspect.HostConfig
+	}
+	if hc := hostConfig(); hc.Memory != 128<<20 || hc.MemorySwap != -1 || hc.PidsLimit == nil || *hc.PidsLimit != 50 {
+		t.Errorf("created with memory %d swap %d pids %v", hc.Memory, hc.MemorySwap, deref(hc.PidsLimit))
+	}
+	if _, err := s.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: id}); err != nil {
+		t.Fatal(err)
+	}
+	// The kubelet's in-place resize on cgroup v2: the new limit and swap as files.
+	if _, err := s.UpdateContainerResources(ctx, &runtimeapi.UpdateContainerResourcesRequest{ContainerId: id, Linux: &runtimeapi.LinuxContainerResources{
+		MemoryLimitInBytes: 256 << 20,
+		Unified:            map[string]string{"memory.swap.max": "0", "pids.max": "80", "memory.high": "max"},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if hc := hostConfig(); hc.Memory != 256<<20 || hc.MemorySwap != 256<<20 || *hc.PidsLimit != 80 {
+		t.Errorf("updated to memory %d swap %d pids %v", hc.Memory, hc.MemorySwap, deref(hc.PidsLimit))
+	}
+}

@@ -1,0 +1,59 @@
+package core
+
+import (
+	"context"
+
+	"github.com/docker/docker/api/types/container"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
+)
+
+// UpdateContainerResources changes a container's CPU, memory, swap, cpuset and pids limits
+// while it runs (Docker's update). Docker keeps a setting the update leaves at zero, and cannot
+// change oom_score_adj or hugepage limits of a running container: the kubelet sends the
+// oom_score_adj it created the container with, and hugepages are limited on the pod's cgroup.
+func (s *Service) UpdateContainerResources(ctx context.Context, req *runtimeapi.UpdateContainerResourcesRequest) (*runtimeapi.UpdateContainerResourcesResponse, error) {
+	id := req.GetContainerId()
+	if id == "" {
+		return nil, invalidf("container_id is required")
+	}
+	if req.GetWindows() != nil {
+		return nil, status.Error(codes.Unimplemented, "Windows container resources: cri-dockerd runs Linux containers")
+	}
+	c, err := s.inspectCRIContainer(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	r := req.GetLinux()
+	if r == nil {
+		return &runtimeapi.UpdateContainerResourcesResponse{}, nil
+	}
+	res := s.dockerResources(r) // memory comes with swap: see carrySwap
+	warnings, err := s.docker.UpdateContainer(ctx, c.ID, container.UpdateConfig{Resources: res})
+	if err != nil {
+		if libdocker.IsNotFound(err) {
+			return nil, notFoundf("container %q not found", id)
+		}
+		return nil, dockerError(err, "update resources of container %q", id)
+	}
+	for _, w := range warnings {
+		s.log.WithField("container", id).Warnf("resource update: Docker says: %s", w)
+	}
+	s.stats.forgetMeta(c.ID)
+	return &runtimeapi.UpdateContainerResourcesResponse{}, nil
+}
+
+// UpdatePodSandboxResources accepts the kubelet's notice of a pod resize: the pod's cgroup is
+// the kubelet's own, which it has already resized, and the sandbox container has no resources
+// of its own. VM-based runtimes, which would size their VM from it, cannot be told through
+// Docker.
+func (s *Service) UpdatePodSandboxResources(_ context.Context, req *runtimeapi.UpdatePodSandboxResourcesRequest) (*runtimeapi.UpdatePodSandboxResourcesResponse, error) {
+	if req.GetPodSandboxId() == "" {
+		return nil, invalidf("pod_sandbox_id is required")
+	}
+	s.log.WithField("sandbox", req.PodSandboxId).Debug("pod resized; its cgroup is the kubelet's, nothing to change in Docker")
+	return &runtimeapi.UpdatePodSandboxResourcesResponse{}, nil
+}

@@ -1,0 +1,567 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/events"
+	"github.com/docker/docker/api/types/filters"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
+	"github.com/cri-dockerd/cri-dockerd/internal/supervise"
+)
+
+// Container events for the kubelet's Evented PLEG. One watcher follows Docker's event stream
+// (container create, start, die, destroy of our containers and sandboxes) and fans each event
+// out, with the pod's sandbox status and container statuses, to every GetContainerEvents
+// stream. When the stream breaks (dockerd restarted) it reconnects with backoff (as soon as
+// Docker answers again when it was unreachable) and relists:
+// every change it missed becomes an event, so no state is lost. An event whose statuses cannot
+// be gathered (Docker went away between its event and our inspect, e.g. the die events dockerd
+// sends while it shuts down) is not sent half empty: it is kept as unsent, the watcher
+// reconnects, and the relist sends it with the statuses of then.
+const (
+	// eventBuffer is how many events a slow GetContainerEvents stream may fall behind before
+	// it is ended (the kubelet reconnects and relists).
+	eventBuffer = 1024
+	// eventBuildTimeout bounds gathering the statuses of one event.
+	eventBuildTimeout = 30 * time.Second
+	eventBackoffMin   = 100 * time.Millisecond
+	eventBackoffMax   = 5 * time.Second
+)
+
+// knownContainer is the last state the watcher saw of one of our containers or sandboxes.
+type knownContainer struct {
+	state     runtimeapi.ContainerState
+	sandbox   bool
+	sandboxID string // the pod's sandbox (the container itself for a sandbox)
+}
+
+type unsentEvent struct {
+	typ runtimeapi.ContainerEventType
+	k   knownContainer
+}
+
+type eventSub struct {
+	ch       chan *runtimeapi.ContainerEventResponse
+	overflow bool
+	// since is when the stream opened: what happened before is the state the client lists,
+	// not events (the watcher may handle an older event after the stream opened).
+	since int64
+}
+
+type eventBroker struct {
+	s      *Service
+	buffer int
+
+	mu    sync.Mutex
+	subs  map[*eventSub]struct{}
+	known map[string]knownContainer
+	// sandboxStatus is the last status sent for each sandbox: the kubelet needs it in the
+	// sandbox's deletion event, when Docker can no longer tell.
+	sandboxStatus map[string]*runtimeapi.PodSandboxStatus
+	// unsent is the last event of each container or sandbox that could not be built; the next
+	// relist sends it unless the state it finds reports the container anyway.
+	unsent  map[string]unsentEvent
+	started bool
+	closed  bool
+	// ready is closed once the watcher follows Docker's stream and knows the current state.
+	ready chan struct{}
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+func newEventBroker(s *Service) *eventBroker {
+	return &eventBroker{
+		s: s, buffer: eventBuffer,
+		subs: map[*eventSub]struct{}{}, known: map[string]knownContainer{}, sandboxStatus: map[string]*runtimeapi.PodSandboxStatus{},
+		unsent: map[string]unsentEvent{},
+		ready:  make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{}),
+	}
+}
+
+// GetContainerEvents streams container events until the client goes away. Once the server has
+// sent the stream's headers, every later change of a container or sandbox is reported.
+func (s *Service) GetContainerEvents(_ *runtimeapi.GetEventsRequest, stream grpc.ServerStreamingServer[runtimeapi.ContainerEventResponse]) error {
+	ctx := stream.Context()
+	sub, err := s.events.subscribe()
+	if err != nil {
+		return err
+	}
+	defer s.events.unsubscribe(sub)
+	select {
+	case <-s.events.ready:
+	case <-ctx.Done():
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	if err := stream.SendHeader(metadata.MD{}); err != nil {
+		return err
+	}
+	for {
+		select {
+		case ev, ok := <-sub.ch:
+			if !ok {
+				if sub.overflow {
+					return status.Errorf(codes.ResourceExhausted, "container event stream fell %d events behind and was ended; reconnect", cap(sub.ch))
+				}
+				return status.Error(codes.Unavailable, "cri-dockerd is shutting down")
+			}
+			if err := stream.Send(ev); err != nil {
+				return err
+			}
+		case <-ctx.Done():
+			return status.FromContextError(ctx.Err()).Err()
+		}
+	}
+}
+
+func (b *eventBroker) subscribe() (*eventSub, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, status.Error(codes.Unavailable, "cri-dockerd is shutting down")
+	}
+	sub := &eventSub{ch: make(chan *runtimeapi.ContainerEventResponse, b.buffer), since: time.Now().UnixNano()}
+	b.subs[sub] = struct{}{}
+	b.startLocked()
+	return sub, nil
+}
+
+// start follows Docker's events from now on, with or without subscribers: the sandbox index
+// learns from them which sandboxes stopped or went away behind our back. Without subscribers an
+// event costs no Docker call.
+func (b *eventBroker) start() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.startLocked()
+}
+
+func (b *eventBroker) startLocked() {
+	if !b.started && !b.closed {
+		b.started = true
+		go b.run()
+	}
+}
+
+func (b *eventBroker) unsubscribe(sub *eventSub) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.subs[sub]; ok {
+		delete(b.subs, sub)
+		close(sub.ch)
+	}
+}
+
+func (b *eventBroker) subscribers() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.subs)
+}
+
+// close stops the watcher and ends every stream.
+func (b *eventBroker) close() {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return
+	}
+	b.closed = true
+	close(b.stop)
+	started := b.started
+	for sub := range b.subs {
+		delete(b.subs, sub)
+		close(sub.ch)
+	}
+	b.mu.Unlock()
+	if started {
+		<-b.done
+	}
+}
+
+// run follows Docker's event stream, reconnecting with backoff; after each (re)connection it
+// relists, so that what happened while it was away is reported.
+func (b *eventBroker) run() {
+	defer close(b.done)
+	log := b.s.log.WithField("component", "events")
+	backoff := eventBackoffMin
+	first := true
+	// life ends when the broker closes.
+	life, end := context.WithCancel(context.Background())
+	defer end()
+	go func() {
+		select {
+		case <-b.stop:
+			end()
+		case <-life.Done():
+		}
+	}()
+	for {
+		ctx, cancel := context.WithCancel(life)
+		// Subscribe first, then list: nothing falls between the two; the state machine drops
+		// what the list already showed.
+		msgs, errs := b.s.docker.Events(ctx, events.ListOptions{Filters: filters.NewArgs(
+			filters.Arg("type", string(events.ContainerEventType)),
+			filters.Arg("label", containerTypeLabel),
+			filters.Arg("event", string(events.ActionCreate)), filters.Arg("event", string(events.ActionStart)),
+			filters.Arg("event", string(events.ActionDie)), filters.Arg("event", string(events.ActionDestroy)),
+		)})
+		var err error
+		// A panic in handling one event is a resync like a broken stream: the relist reports
+		// what was missed.
+		if perr := supervise.Run(log, "following Docker's events", func() {
+			if err = b.relist(ctx, !first); err != nil {
+				return
+			}
+			if first {
+				close(b.ready)
+				first = false
+			} else {
+				log.Info("following Docker's events again; missed changes were reported from a relist")
+			}
+			backoff = eventBackoffMin
+			err = b.follow(ctx, msgs, errs)
+		}); perr != nil {
+			err = perr
+		}
+		cancel()
+		select {
+		case <-b.stop:
+			return
+		default:
+		}
+		if libdocker.IsUnavailable(err) {
+			// dockerd is down or restarting: reconnect as soon as it answers again, not after
+			// a backoff that kept growing while it was down.
+			log.Warnf("stopped following Docker's events (%v); reconnecting and relisting once Docker answers", err)
+			if libdocker.RetryWait(life, b.s.docker.Ping, eventBackoffMin, backoff) != nil {
+				return
+			}
+		} else {
+			log.Warnf("stopped following Docker's events (%v); reconnecting and relisting in %s", err, backoff)
+			select {
+			case <-b.stop:
+				return
+			case <-time.After(backoff):
+			}
+		}
+		backoff = min(2*backoff, eventBackoffMax)
+	}
+}
+
+// follow handles Docker's events until the stream ends.
+func (b *eventBroker) follow(ctx context.Context, msgs <-chan events.Message, errs <-chan error) error {
+	for {
+		select {
+		case m := <-msgs:
+			if err := b.handle(ctx, m); err != nil {
+				return err // resync: the relist sends it
+			}
+		case err, ok := <-errs:
+			if !ok {
+				return context.Canceled
+			}
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// handle turns one Docker event into a CRI event when it changes what the watcher knew. It
+// fails when the event could not be built; the event is then left to the next relist.
+func (b *eventBroker) handle(ctx context.Context, m events.Message) error {
+	attrs := m.Actor.Attributes
+	kind := attrs[containerTypeLabel]
+	if kind != containerTypeSandbox && kind != containerTypeContainer {
+		return nil
+	}
+	k := knownContainer{sandbox: kind == containerTypeSandbox, sandboxID: attrs[sandboxIDLabel]}
+	if k.sandbox {
+		k.sandboxID = m.Actor.ID
+		b.s.sandboxes.observe(m.Actor.ID, string(m.Action))
+	}
+	var typ runtimeapi.ContainerEventType
+	switch m.Action {
+	case events.ActionCreate:
+		typ, k.state = runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT, runtimeapi.ContainerState_CONTAINER_CREATED
+	case events.ActionStart:
+		typ, k.state = runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT, runtimeapi.ContainerState_CONTAINER_RUNNING
+	case events.ActionDie:
+		typ, k.state = runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT, runtimeapi.ContainerState_CONTAINER_EXITED
+	case events.ActionDestroy:
+		typ = runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT
+	default:
+		return nil
+	}
+	at := time.Unix(0, m.TimeNano)
+	if m.TimeNano == 0 {
+		at = time.Unix(m.Time, 0)
+	}
+	b.mu.Lock()
+	old, seen := b.known[m.Actor.ID]
+	if typ == runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT {
+		delete(b.known, m.Actor.ID)
+	} else {
+		b.known[m.Actor.ID] = k
+	}
+	b.mu.Unlock()
+	if seen && typ != runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT && old.state == k.state {
+		return nil // already reported, by a relist
+	}
+	return b.send(ctx, m.Actor.ID, typ, k, at, attrs)
+}
+
+// directDocker is the Docker client behind the container store, if one is in front of docker.
+func directDocker(docker libdocker.Client) libdocker.Client {
+	if d, ok := docker.(interface{ Docker() libdocker.Client }); ok {
+		return d.Docker()
+	}
+	return docker
+}
+
+// actionOfState is the Docker event that leads to a listed state, for sandboxIndex.observe.
+func actionOfState(st runtimeapi.ContainerState) string {
+	switch st {
+	case runtimeapi.ContainerState_CONTAINER_RUNNING:
+		return string(events.ActionStart)
+	case runtimeapi.ContainerState_CONTAINER_EXITED:
+		return string(events.ActionDie)
+	}
+	return ""
+}
+
+// send publishes an event; one that cannot be built is kept for the next relist.
+func (b *eventBroker) send(ctx context.Context, id string, typ runtimeapi.ContainerEventType, k knownContainer, at time.Time, attrs map[string]string) error {
+	err := b.publish(ctx, id, typ, k, at, attrs)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err != nil {
+		b.unsent[id] = unsentEvent{typ: typ, k: k}
+		return fmt.Errorf("%v event of %.12s not sent, left to the next relist: %w", typ, id, err)
+	}
+	delete(b.unsent, id)
+	return nil
+}
+
+// relist compares Docker's containers with what the watcher knew and, when report is set,
+// reports every difference as the event that would have told it.
+func (b *eventBroker) relist(ctx context.Context, report bool) error {
+	// From Docker itself: the store in front of it may not have seen the outage yet.
+	list, err := directDocker(b.s.docker).ListContainers(ctx, container.ListOptions{All: true, Filters: libdocker.LabelFilter(containerTypeLabel)})
+	if err != nil {
+		return err
+	}
+	now := map[string]knownContainer{}
+	for _, c := range list {
+		kind := c.Labels[containerTypeLabel]
+		if kind != containerTypeSandbox && kind != containerTypeContainer {
+			continue
+		}
+		k := knownContainer{state: containerState(c.State), sandbox: kind == containerTypeSandbox, sandboxID: c.Labels[sandboxIDLabel]}
+		if k.sandbox {
+			k.sandboxID = c.ID
+		}
+		now[c.ID] = k
+	}
+	b.mu.Lock()
+	before := b.known
+	b.known = now
+	unsent := b.unsent
+	b.unsent = map[string]unsentEvent{}
+	b.mu.Unlock()
+	// What the sandbox index must know of what the stream missed. Removed only when the list
+	// before had it: one created since this list began is not in it either.
+	for id, k := range now {
+		if k.sandbox {
+			b.s.sandboxes.observe(id, actionOfState(k.state))
+		}
+	}
+	for id, old := range before {
+		if _, ok := now[id]; !ok && old.sandbox {
+			b.s.sandboxes.observe(id, string(events.ActionDestroy))
+		}
+	}
+	if !report {
+		return nil
+	}
+	type event struct {
+		id  string
+		typ runtimeapi.ContainerEventType
+		k   knownContainer
+	}
+	var todo []event
+	// Containers before their sandboxes go away, sandboxes before their containers appear.
+	for _, sandboxes := range []bool{false, true} {
+		for id, old := range before {
+			if _, ok := now[id]; !ok && old.sandbox == sandboxes {
+				todo = append(todo, event{id, runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT, old})
+			}
+		}
+		// Deleted after an event that was not sent (a destroy, or anything before it).
+		for id, u := range unsent {
+			_, wasKnown := before[id]
+			if _, ok := now[id]; !ok && !wasKnown && u.k.sandbox == sandboxes {
+				todo = append(todo, event{id, runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT, u.k})
+			}
+		}
+	}
+	for _, sandboxes := range []bool{true, false} {
+		for id, k := range now {
+			if k.sandbox != sandboxes {
+				continue
+			}
+			old, ok := before[id]
+			if !ok {
+				todo = append(todo, event{id, runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT, k})
+			}
+			if ok && old.state == k.state {
+				// No change since the last event; unless that event was never sent.
+				if u, ok := unsent[id]; ok {
+					todo = append(todo, event{id, u.typ, k})
+				}
+				continue
+			}
+			switch k.state {
+			case runtimeapi.ContainerState_CONTAINER_RUNNING:
+				todo = append(todo, event{id, runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT, k})
+			case runtimeapi.ContainerState_CONTAINER_EXITED:
+				todo = append(todo, event{id, runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT, k})
+			}
+		}
+	}
+	at := time.Now()
+	for i, ev := range todo {
+		if err := b.publish(ctx, ev.id, ev.typ, ev.k, at, nil); err != nil {
+			// This one and those after it go to the next relist.
+			b.mu.Lock()
+			for _, ev := range todo[i:] {
+				b.unsent[ev.id] = unsentEvent{typ: ev.typ, k: ev.k}
+			}
+			b.mu.Unlock()
+			return fmt.Errorf("relist: %v event of %.12s not sent: %w", ev.typ, ev.id, err)
+		}
+	}
+	return nil
+}
+
+// publish sends an event, with its pod's sandbox status and container statuses, to every
+// stream; a stream that cannot take it is ended. It fails, and sends nothing, when Docker could
+// not tell the statuses: the kubelet takes an event's statuses as the pod's whole state, so a
+// half-empty event would make it believe the pod lost its containers.
+func (b *eventBroker) publish(ctx context.Context, id string, typ runtimeapi.ContainerEventType, k knownContainer, at time.Time, attrs map[string]string) error {
+	if b.subscribers() == 0 {
+		if typ == runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT && k.sandbox {
+			b.mu.Lock()
+			delete(b.sandboxStatus, id)
+			b.mu.Unlock()
+		}
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, eventBuildTimeout)
+	defer cancel()
+	// The container store (package store) follows Docker's events on a stream of its own:
+	// bring it up to this event before the statuses are read from it.
+	if r, ok := b.s.docker.(interface {
+		Refresh(context.Context, string) error
+	}); ok {
+		if err := r.Refresh(ctx, id); err != nil {
+			return err
+		}
+	}
+	ev := &runtimeapi.ContainerEventResponse{ContainerId: id, ContainerEventType: typ, CreatedAt: at.UnixNano()}
+	var err error
+	if ev.PodSandboxStatus, err = b.sandboxStatusOf(ctx, k.sandboxID, attrs, id == k.sandboxID); err != nil {
+		return err
+	}
+	if k.sandboxID != "" {
+		list, err := b.s.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{PodSandboxId: k.sandboxID}})
+		if err != nil {
+			return err
+		}
+		for _, c := range list.Containers {
+			st, err := b.s.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: c.Id})
+			switch {
+			case err == nil:
+				ev.ContainersStatuses = append(ev.ContainersStatuses, st.Status)
+			case !dockerUnreachable(err): // removed since the list, say: not the pod's any more
+			default:
+				return err
+			}
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if typ == runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT && k.sandbox {
+		delete(b.sandboxStatus, id)
+	}
+	for sub := range b.subs {
+		if ev.CreatedAt < sub.since {
+			continue
+		}
+		select {
+		case sub.ch <- ev:
+		default:
+			sub.overflow = true
+			delete(b.subs, sub)
+			close(sub.ch)
+		}
+	}
+	return nil
+}
+
+// sandboxStatusOf is the sandbox's current status, or, once Docker has forgotten it, the last
+// one sent (or one made from the deleted sandbox's name and labels), marked not ready. It fails
+// when Docker could not be asked.
+func (b *eventBroker) sandboxStatusOf(ctx context.Context, sandboxID string, attrs map[string]string, self bool) (*runtimeapi.PodSandboxStatus, error) {
+	if sandboxID == "" {
+		return nil, nil
+	}
+	resp, err := b.s.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: sandboxID})
+	if err == nil {
+		b.mu.Lock()
+		b.sandboxStatus[sandboxID] = resp.Status
+		b.mu.Unlock()
+		return resp.Status, nil
+	}
+	if dockerUnreachable(err) {
+		return nil, err
+	}
+	b.mu.Lock()
+	last := b.sandboxStatus[sandboxID]
+	b.mu.Unlock()
+	if last == nil && self && attrs != nil {
+		if name, err := parseName(attrs["name"]); err == nil {
+			dockerLabels := maps.Clone(attrs)
+			delete(dockerLabels, "name") // Docker adds the name and image to the labels
+			delete(dockerLabels, "image")
+			labels, annotations := splitLabels(dockerLabels)
+			last = &runtimeapi.PodSandboxStatus{Id: sandboxID, Metadata: name.sandboxMetadata(), Labels: labels, Annotations: annotations, RuntimeHandler: attrs[handlerLabel]}
+		}
+	}
+	if last == nil {
+		return nil, nil
+	}
+	gone := proto.Clone(last).(*runtimeapi.PodSandboxStatus)
+	gone.State = runtimeapi.PodSandboxState_SANDBOX_NOTREADY
+	return gone, nil
+}
+
+// dockerUnreachable tells a failure to ask Docker (down, restarting, timing out), which a later
+// try may not meet, from an answer (not found, a container we cannot parse).
+func dockerUnreachable(err error) bool {
+	switch status.Code(err) {
+	case codes.OK, codes.NotFound, codes.Internal, codes.InvalidArgument, codes.FailedPrecondition:
+		return false
+	}
+	return true
+}

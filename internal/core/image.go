@@ -1,0 +1,241 @@
+package core
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/distribution/reference"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/registry"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
+)
+
+// Image IDs are Docker's content IDs ("sha256:..."): PullImage's image_ref, Image.id,
+// ContainerStatus.image_id and Container.image_id are all that same string, as the CRI asks.
+// ContainerStatus.image_ref alone has upstream's docker-pullable:// form (container_status.go).
+
+// ListImages lists Docker's images (tagged or pulled by digest), optionally one image only.
+func (s *Service) ListImages(ctx context.Context, req *runtimeapi.ListImagesRequest) (*runtimeapi.ListImagesResponse, error) {
+	if ref := req.GetFilter().GetImage().GetImage(); ref != "" {
+		img, err := s.docker.InspectImage(ctx, ref)
+		if libdocker.IsNotFound(err) {
+			return &runtimeapi.ListImagesResponse{}, nil
+		}
+		if err != nil {
+			return nil, dockerError(err, "inspect image %q", ref)
+		}
+		return &runtimeapi.ListImagesResponse{Images: []*runtimeapi.Image{s.criImage(ctx, img)}}, nil
+	}
+	list, err := s.docker.ListImages(ctx, image.ListOptions{})
+	if err != nil {
+		return nil, dockerError(err, "list images")
+	}
+	containerdStore := s.containerdImageStore(ctx)
+	out := make([]*runtimeapi.Image, 0, len(list))
+	for _, img := range list {
+		out = append(out, s.newCRIImage(img.ID, img.RepoTags, img.RepoDigests, img.Size, containerdStore))
+	}
+	return &runtimeapi.ListImagesResponse{Images: out}, nil
+}
+
+// criImageRefs turns Docker's names of an image into the CRI's repo_tags and repo_digests, so
+// that ListImages and ImageStatus report the same for the same image on either image store.
+//
+//   - repo_tags never hold a digest reference: the containerd store lists the name a pull by
+//     digest leaves (REPO@DIGEST, or REPO:TAG@DIGEST) among RepoTags; it is a repo digest
+//     (REPO@DIGEST), and is reported as one.
+//   - The classic store's list and inspect read the same reference store and agree. The
+//     containerd store's do not: inspect reports every name's REPO@TARGET, list only one name's
+//     (that of the record it happened to keep for the target). Inspecting each listed image
+//     would cost a Docker call per image on every list; but in that store the image ID is the
+//     target, so the repo digests are derived from the names and the ID, which both calls give
+//     in full: what inspect says, from either call.
+//   - Docker's placeholders ("<none>:<none>", "<none>@<none>") and a repo digest without a
+//     repository (the containerd store lists the bare target of an image no platform of which
+//     it holds) are dropped; repo digests are deduplicated and sorted, tags deduplicated in
+//     Docker's order.
+func criImageRefs(id string, tags, digests []string, containerdStore bool) (repoTags, repoDigests []string) {
+	repoTags, repoDigests = []string{}, []string{}
+	addDigest := func(d string) {
+		if !slices.Contains(repoDigests, d) {
+			repoDigests = append(repoDigests, d)
+		}
+	}
+	for _, t := range realReferences(tags) {
+		named, err := reference.ParseNormalizedNamed(t)
+		if err != nil {
+			// Docker lists a malformed name as it is; so do we, as a tag.
+			if !slices.Contains(repoTags, t) {
+				repoTags = append(repoTags, t)
+			}
+			continue
+		}
+		if c, ok := named.(reference.Canonical); ok {
+			addDigest(reference.FamiliarName(named) + "@" + c.Digest().String())
+			continue
+		}
+		if !slices.Contains(repoTags, t) {
+			repoTags = append(repoTags, t)
+		}
+		if containerdStore && strings.HasPrefix(id, "sha256:") {
+			addDigest(reference.FamiliarName(named) + "@" + id)
+		}
+	}
+	for _, d := range realReferences(digests) {
+		ref, err := reference.ParseAnyReference(d)
+		if err != nil {
+			continue
+		}
+		named, isNamed := ref.(reference.Named)
+		c, isCanonical := ref.(reference.Canonical)
+		if !isNamed || !isCanonical {
+			continue // a bare digest names no repository
+		}
+		addDigest(reference.FamiliarName(named) + "@" + c.Digest().String())
+	}
+	sort.Strings(repoDigests)
+	return repoTags, repoDigests
+}
+
+// realReferences drops Docker's "<none>:<none>" and "<none>@<none>" placeholders.
+func realReferences(refs []string) []string {
+	out := make([]string, 0, len(refs))
+	for _, r := range refs {
+		if !strings.HasPrefix(r, "<none>") {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// isPinned keeps the pod infra image out of the kubelet's image garbage collection.
+func (s *Service) isPinned(tags []string) bool {
+	for _, t := range tags {
+		if t == s.opts.PodInfraImage {
+			return true
+		}
+	}
+	return false
+}
+
+// newCRIImage is the part of a CRI image that both Docker's list and inspect tell.
+func (s *Service) newCRIImage(id string, tags, digests []string, size int64, containerdStore bool) *runtimeapi.Image {
+	repoTags, repoDigests := criImageRefs(id, tags, digests, containerdStore)
+	ci := &runtimeapi.Image{
+		Id:          id,
+		RepoTags:    repoTags,
+		RepoDigests: repoDigests,
+		Size:        uint64(size),
+		Spec:        &runtimeapi.ImageSpec{Image: id},
+	}
+	ci.Pinned = s.isPinned(ci.RepoTags)
+	return ci
+}
+
+func (s *Service) criImage(ctx context.Context, img *image.InspectResponse) *runtimeapi.Image {
+	ci := s.newCRIImage(img.ID, img.RepoTags, img.RepoDigests, img.Size, s.containerdImageStore(ctx))
+	if img.Config != nil {
+		// USER may be "uid", "name", "uid:gid" or "name:group"; the CRI reports the user part.
+		user, _, _ := strings.Cut(img.Config.User, ":")
+		if uid, err := strconv.ParseInt(user, 10, 64); err == nil {
+			ci.Uid = &runtimeapi.Int64Value{Value: uid}
+		} else {
+			ci.Username = user
+		}
+	}
+	return ci
+}
+
+// ImageStatus answers an empty response, not an error, for an image Docker does not have.
+func (s *Service) ImageStatus(ctx context.Context, req *runtimeapi.ImageStatusRequest) (*runtimeapi.ImageStatusResponse, error) {
+	ref := req.GetImage().GetImage()
+	if ref == "" {
+		return nil, invalidf("image is required")
+	}
+	img, err := s.docker.InspectImage(ctx, ref)
+	if libdocker.IsNotFound(err) {
+		return &runtimeapi.ImageStatusResponse{}, nil
+	}
+	if err != nil {
+		return nil, dockerError(err, "inspect image %q", ref)
+	}
+	resp := &runtimeapi.ImageStatusResponse{Image: s.criImage(ctx, img)}
+	if req.Verbose {
+		raw, _ := json.Marshal(img)
+		resp.Info = map[string]string{"info": string(raw)}
+	}
+	return resp, nil
+}
+
+// PullImage pulls an image with the given registry credentials and answers its ID. The
+// request's context reaches Docker: a kubelet that gives up cancels the pull.
+func (s *Service) PullImage(ctx context.Context, req *runtimeapi.PullImageRequest) (*runtimeapi.PullImageResponse, error) {
+	ref := req.GetImage().GetImage()
+	if ref == "" {
+		return nil, invalidf("image is required")
+	}
+	var auth registry.AuthConfig
+	if a := req.GetAuth(); a != nil {
+		auth = registry.AuthConfig{
+			Username:      a.Username,
+			Password:      a.Password,
+			Auth:          a.Auth,
+			ServerAddress: a.ServerAddress,
+			IdentityToken: a.IdentityToken,
+			RegistryToken: a.RegistryToken,
+		}
+	}
+	if err := s.docker.PullImage(ctx, ref, auth, s.opts.ImagePullProgressDeadline); err != nil {
+		if ctx.Err() != nil {
+			return nil, dockerError(ctx.Err(), "pull image %q", ref)
+		}
+		return nil, dockerError(err, "pull image %q", ref)
+	}
+	img, err := s.docker.InspectImage(ctx, ref)
+	if err != nil {
+		return nil, dockerError(err, "inspect pulled image %q", ref)
+	}
+	return &runtimeapi.PullImageResponse{ImageRef: img.ID}, nil
+}
+
+// RemoveImage removes an image with all its tags, whichever reference names it, as the CRI
+// asks. Removals are serialised (the kubelet removes images one by one anyway): a call that
+// finds a tag already gone must not return while another call is still removing the image's
+// other tags. An image that does not exist is a success.
+func (s *Service) RemoveImage(ctx context.Context, req *runtimeapi.RemoveImageRequest) (*runtimeapi.RemoveImageResponse, error) {
+	ref := req.GetImage().GetImage()
+	if ref == "" {
+		return nil, invalidf("image is required")
+	}
+	s.imageRemoval.Lock()
+	defer s.imageRemoval.Unlock()
+	img, err := s.docker.InspectImage(ctx, ref)
+	if libdocker.IsNotFound(err) {
+		return &runtimeapi.RemoveImageResponse{}, nil
+	}
+	if err != nil {
+		return nil, dockerError(err, "inspect image %q", ref)
+	}
+	if users := s.imageVolumes.usersOf(ctx, img.ID); len(users) > 0 {
+		return nil, status.Errorf(codes.FailedPrecondition, "image %q (%s) is mounted as an image volume by container %s: remove the container first", ref, img.ID, strings.Join(users, ", "))
+	}
+	// Untag each name first: Docker refuses to remove an ID with several tags without force,
+	// and force would also remove an image a container still uses.
+	for _, tag := range realReferences(img.RepoTags) {
+		if _, err := s.docker.RemoveImage(ctx, tag, image.RemoveOptions{PruneChildren: true}); err != nil && !libdocker.IsNotFound(err) {
+			return nil, dockerError(err, "remove image %q", tag)
+		}
+	}
+	if _, err := s.docker.RemoveImage(ctx, img.ID, image.RemoveOptions{PruneChildren: true}); err != nil && !libdocker.IsNotFound(err) {
+		return nil, dockerError(err, "remove image %q", img.ID)
+	}
+	return &runtimeapi.RemoveImageResponse{}, nil
+}

@@ -1,0 +1,238 @@
+package core
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
+)
+
+// inspectSandbox inspects a sandbox container; NotFound when id names no sandbox of ours.
+func (s *Service) inspectSandbox(ctx context.Context, id string) (*container.InspectResponse, error) {
+	c, err := s.docker.InspectContainer(ctx, id)
+	if err != nil {
+		if libdocker.IsNotFound(err) {
+			return nil, notFoundf("pod sandbox %q not found", id)
+		}
+		return nil, dockerError(err, "inspect pod sandbox %q", id)
+	}
+	if c.Config == nil || c.Config.Labels[containerTypeLabel] != containerTypeSandbox {
+		return nil, notASandboxError{notFoundf("pod sandbox %q not found: it is not a pod sandbox", id)}
+	}
+	return c, nil
+}
+
+// notASandboxError is inspectSandbox's NotFound for an ID that names a Docker container other than
+// a sandbox (a CRI container, one made with docker run): StopPodSandbox and RemovePodSandbox
+// answer it as it is, where a sandbox that is not there at all is their idempotent success.
+type notASandboxError struct{ error }
+
+func (e notASandboxError) GRPCStatus() *status.Status { return status.Convert(e.error) }
+
+func isNotASandbox(err error) bool {
+	var e notASandboxError
+	return errors.As(err, &e)
+}
+
+func isNotFoundStatus(err error) bool {
+	return status.Code(err) == codes.NotFound
+}
+
+// PodSandboxStatus reports a sandbox from one Docker inspect: no process is forked.
+func (s *Service) PodSandboxStatus(ctx context.Context, req *runtimeapi.PodSandboxStatusRequest) (*runtimeapi.PodSandboxStatusResponse, error) {
+	id := req.GetPodSandboxId()
+	if id == "" {
+		return nil, invalidf("pod_sandbox_id is required")
+	}
+	c, err := s.inspectSandbox(ctx, id)
+	if isNotFoundStatus(err) {
+		// Removed behind our back: NOTREADY while its containers or checkpoint are left.
+		g, gerr := s.findGoneSandbox(ctx, id)
+		if gerr != nil {
+			return nil, gerr
+		}
+		if g != nil {
+			return s.goneSandboxStatus(g, req.Verbose), nil
+		}
+		return nil, err
+	}
+	if err != nil {
+		return nil, err
+	}
+	name, err := parseName(c.Name)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "pod sandbox %q: %v", id, err)
+	}
+	labels, annotations := splitLabels(c.Config.Labels)
+	st := &runtimeapi.PodSandboxStatus{
+		Id:             c.ID,
+		Metadata:       name.sandboxMetadata(),
+		State:          runtimeapi.PodSandboxState_SANDBOX_NOTREADY,
+		CreatedAt:      parseDockerTime(c.Created),
+		Labels:         labels,
+		Annotations:    annotations,
+		RuntimeHandler: c.Config.Labels[handlerLabel],
+		Network:        &runtimeapi.PodSandboxNetworkStatus{},
+		Linux: &runtimeapi.LinuxPodSandboxStatus{Namespaces: &runtimeapi.Namespace{Options: &runtimeapi.NamespaceOption{
+			Network: namespaceMode(c.HostConfig.NetworkMode.IsHost()),
+			Pid:     namespaceMode(c.HostConfig.PidMode.IsHost()),
+			Ipc:     namespaceMode(c.HostConfig.IpcMode.IsHost()),
+		}}},
+	}
+	if c.State != nil && c.State.Running {
+		st.State = runtimeapi.PodSandboxState_SANDBOX_READY
+	}
+	s.sandboxes.remember(c.ID, sandboxRecord{
+		metadata: st.Metadata, labels: labels, annotations: annotations, createdAt: st.CreatedAt,
+		handler: st.RuntimeHandler, namespaces: st.Linux.Namespaces.Options,
+	})
+	switch {
+	case c.HostConfig.NetworkMode.IsNone():
+		// Attached by the network plugin: its IPs are in the checkpoint, not in Docker.
+		// A running sandbox of upstream cri-dockerd gets its checkpoint first (sandbox_adopt.go).
+		s.adoptIfUpstream(ctx, c)
+		st.Network.Ip, st.Network.AdditionalIps = s.sandboxIPs(c.ID, c)
+	case !c.HostConfig.NetworkMode.IsHost():
+		st.Network.Ip, st.Network.AdditionalIps = podIPs(c)
+	}
+	resp := &runtimeapi.PodSandboxStatusResponse{Status: st}
+	if req.Verbose {
+		raw, _ := json.Marshal(c)
+		resp.Info = map[string]string{"info": string(raw)}
+	}
+	return resp, nil
+}
+
+func namespaceMode(host bool) runtimeapi.NamespaceMode {
+	if host {
+		return runtimeapi.NamespaceMode_NODE
+	}
+	return runtimeapi.NamespaceMode_POD
+}
+
+// podIPs reads the sandbox's addresses from Docker's network settings.
+func podIPs(c *container.InspectResponse) (string, []*runtimeapi.PodIP) {
+	if c.NetworkSettings == nil {
+		return "", nil
+	}
+	var ips []string
+	for _, n := range c.NetworkSettings.Networks {
+		if n == nil {
+			continue
+		}
+		if n.IPAddress != "" {
+			ips = append([]string{n.IPAddress}, ips...)
+		}
+		if n.GlobalIPv6Address != "" {
+			ips = append(ips, n.GlobalIPv6Address)
+		}
+	}
+	if len(ips) == 0 {
+		return "", nil
+	}
+	var extra []*runtimeapi.PodIP
+	for _, ip := range ips[1:] {
+		extra = append(extra, &runtimeapi.PodIP{Ip: ip})
+	}
+	return ips[0], extra
+}
+
+// parseDockerTime turns Docker's RFC 3339 times into Unix nanoseconds (0 for Docker's zero time).
+func parseDockerTime(value string) int64 {
+	t, err := time.Parse(time.RFC3339Nano, value)
+	if err != nil || t.IsZero() || t.Year() <= 1 {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+// ListPodSandbox lists sandboxes from one Docker list call, filtered by id (prefix), state and
+// labels. Sandboxes whose container is gone but whose containers or checkpoint are left are
+// listed NOTREADY (sandbox_gone.go). While the store answers lists, the whole list is built
+// once per change and filtered (list_cache.go).
+func (s *Service) ListPodSandbox(ctx context.Context, req *runtimeapi.ListPodSandboxRequest) (*runtimeapi.ListPodSandboxResponse, error) {
+	f := req.GetFilter()
+	all, kept, err := keptList(s, &s.sandboxList, func() (*runtimeapi.ListPodSandboxResponse, error) { return s.listPodSandbox(ctx, nil) })
+	if !kept {
+		return s.listPodSandbox(ctx, f)
+	}
+	if err != nil || f == nil || proto.Equal(f, &runtimeapi.PodSandboxFilter{}) {
+		return all, err
+	}
+	out := make([]*runtimeapi.PodSandbox, 0, len(all.Items))
+	for _, sb := range all.Items {
+		if sandboxMatches(sb, f) {
+			out = append(out, sb)
+		}
+	}
+	return &runtimeapi.ListPodSandboxResponse{Items: out}, nil
+}
+
+// sandboxMatches reports whether sb passes filter f.
+func sandboxMatches(sb *runtimeapi.PodSandbox, f *runtimeapi.PodSandboxFilter) bool {
+	return strings.HasPrefix(sb.Id, f.GetId()) &&
+		(f.GetState() == nil || f.GetState().State == sb.State) &&
+		matchesSelector(sb.Labels, f.GetLabelSelector())
+}
+
+func (s *Service) listPodSandbox(ctx context.Context, f *runtimeapi.PodSandboxFilter) (*runtimeapi.ListPodSandboxResponse, error) {
+	// Known before the list: what Docker does not list then is gone, not being created.
+	known := s.sandboxes.ids()
+	all, err := s.listAllOurs(ctx)
+	if err != nil {
+		return nil, dockerError(err, "list pod sandboxes")
+	}
+	keep := func(sb *runtimeapi.PodSandbox) bool { return sandboxMatches(sb, f) }
+	present := map[string]bool{}
+	out := make([]*runtimeapi.PodSandbox, 0, len(all))
+	for _, c := range all {
+		if c.Labels[containerTypeLabel] != containerTypeSandbox {
+			continue
+		}
+		present[c.ID] = true
+		rec, ok := recordFromSummary(c)
+		if !ok {
+			s.log.Debugf("skipping %s %s: %q is not a cri-dockerd container name", containerTypeSandbox, c.ID, c.Names)
+			continue
+		}
+		s.sandboxes.remember(c.ID, rec)
+		sb := &runtimeapi.PodSandbox{
+			Id:             c.ID,
+			Metadata:       rec.metadata,
+			State:          runtimeapi.PodSandboxState_SANDBOX_NOTREADY,
+			CreatedAt:      rec.createdAt,
+			Labels:         rec.labels,
+			Annotations:    rec.annotations,
+			RuntimeHandler: rec.handler,
+		}
+		if c.State == "running" {
+			sb.State = runtimeapi.PodSandboxState_SANDBOX_READY
+		}
+		if keep(sb) {
+			out = append(out, sb)
+		}
+	}
+	gone := s.collectGone(all, present, "")
+	var left []string
+	for _, id := range known {
+		if !present[id] && gone[id] == nil {
+			left = append(left, id)
+		}
+	}
+	s.sandboxes.prune(left)
+	for _, g := range gone {
+		if sb := g.podSandbox(); keep(sb) {
+			out = append(out, sb)
+		}
+	}
+	return &runtimeapi.ListPodSandboxResponse{Items: out}, nil
+}

@@ -1,0 +1,238 @@
+// Package core implements the CRI RuntimeService and ImageService on top of the Docker Engine.
+// One file per RPC family; the RuntimeClass handler resolution lives in runtime_handler.go and
+// the naming and labelling of Docker objects in naming.go.
+package core
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"google.golang.org/protobuf/proto"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/containerlog"
+	"github.com/cri-dockerd/cri-dockerd/internal/core/startgate"
+	"github.com/cri-dockerd/cri-dockerd/internal/keyedmutex"
+	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
+	"github.com/cri-dockerd/cri-dockerd/internal/network"
+)
+
+// CRIAPIVersion is the CRI API version this server speaks.
+const CRIAPIVersion = "v1"
+
+// Options are the settings core needs; cmd builds them from config.Config.
+type Options struct {
+	PodInfraImage             string
+	ImagePullProgressDeadline time.Duration
+	// RuntimeHandlerAliases maps RuntimeClass handler names to Docker runtime names.
+	RuntimeHandlerAliases map[string]string
+	// DefaultRuntimeHandler is the handler name that, like "", selects Docker's default runtime.
+	DefaultRuntimeHandler string
+	// PrivilegedWithoutHostDevices holds the handlers whose privileged containers get every
+	// privilege except the node's devices (see container_security.go).
+	PrivilegedWithoutHostDevices map[string]bool
+	// NetworkPlugin is the --network-plugin value, reported by Status; Network serves it.
+	NetworkPlugin string
+	// Network networks sandboxes; nil is Docker's default bridge. A namespaced plugin (CNI)
+	// needs RootDirectory for the sandbox checkpoints.
+	Network network.Plugin
+	// RuntimeInfoMaxAge bounds how stale the cached Docker /info may be for Status; a lookup of
+	// an unknown runtime refreshes it sooner (see runtime_handler.go).
+	RuntimeInfoMaxAge time.Duration
+	// StatusTimeout bounds the Docker calls of Status and Version; 0 is StatusTimeout.
+	StatusTimeout time.Duration
+	// HairpinVeth turns hairpin on for each pod's veth on Docker's bridge (--hairpin-mode
+	// hairpin-veth or promiscuous-bridge with --network-plugin ""). CNI plugins have their own
+	// setting (the bridge plugin's hairpinMode).
+	HairpinVeth bool
+	// PodCIDR is --pod-cidr: the network plugin's pod CIDR until the kubelet sends one.
+	PodCIDR string
+	// RootDirectory holds state that Docker cannot keep for us (log positions, checkpoints).
+	RootDirectory string
+	// Streaming serves exec, attach and port-forward sessions; nil answers Unimplemented.
+	Streaming StreamingServer
+	// Logger defaults to logrus' standard logger.
+	Logger *logrus.Logger
+	// KeepReply, when set, is told of each whole list that ListPodSandbox or ListContainers
+	// built and will reply unchanged until the next change (replycodec.Codec.Keep).
+	KeepReply func(proto.Message)
+	// ConcurrentStarts bounds the container starts asked of Docker at once (startgate); 0 is
+	// no bound.
+	ConcurrentStarts int
+	// DockerLogLimit bounds Docker's own log of each container (container_log_config.go).
+	DockerLogLimit DockerLogLimit
+
+	// imageVolumeMounter replaces mount(2) for image volumes in tests.
+	imageVolumeMounter layerMounter
+	// hairpin replaces network.EnableHairpin in tests.
+	hairpin func(pid int) error
+}
+
+// StreamingServer hands out the URLs of streaming sessions (k8s.io/cri-streaming's Server).
+type StreamingServer interface {
+	GetExec(*runtimeapi.ExecRequest) (*runtimeapi.ExecResponse, error)
+	GetAttach(*runtimeapi.AttachRequest) (*runtimeapi.AttachResponse, error)
+	GetPortForward(*runtimeapi.PortForwardRequest) (*runtimeapi.PortForwardResponse, error)
+}
+
+// Service serves the CRI RuntimeService and ImageService.
+type Service struct {
+	runtimeapi.UnimplementedRuntimeServiceServer
+	runtimeapi.UnimplementedImageServiceServer
+
+	docker   libdocker.Client
+	opts     Options
+	log      *logrus.Entry
+	runtimes *runtimeCache
+	// lastVersion is the Docker version last answered, for Version while Docker does not answer.
+	lastVersion atomic.Pointer[string]
+	// sandboxes maps sandbox ID to the runtime its pod runs on, so that CreateContainer never
+	// has to inspect the sandbox; rebuilt from Docker labels at start.
+	sandboxes     *sandboxIndex
+	daemonLogOpts *daemonLogOpts
+	// clampOOMScore is set when the node cannot give containers a negative oom_score_adj.
+	clampOOMScore bool
+	imageRemoval  sync.Mutex
+	diskUsage     *diskUsageCache
+	// starts admits the Docker starts of sandboxes and containers (startgate).
+	starts *startgate.Gate
+	// layers is where image and writable layers live, and their inode count (imagefs.go).
+	layers *layersRoots
+	logs   *containerlog.Manager
+	// net networks sandboxes; checkpoints keep what it needs to tear a pod down and the pod's
+	// IPs (nil without a root directory); netLocks serialise set up and tear down per sandbox.
+	net         network.Plugin
+	checkpoints *checkpointStore
+	pins        netnsPinner
+	netLocks    keyedmutex.Mutex
+	// once logs each kind of unsupported request once (see container_resources.go).
+	once onceLogger
+	// stats holds container stats samples, refreshed in the background (stats_collector.go).
+	stats *statsCollector
+	// events follows Docker's events for GetContainerEvents (events.go).
+	events *eventBroker
+	// imageVolumes knows which containers mount which images (image_volume.go); rebuilt from
+	// container labels at start.
+	imageVolumes *imageVolumes
+	// sandboxList and containerList are the whole lists last built, given again while nothing
+	// they are made of changed (list_cache.go). Never changed once built: callers share them.
+	sandboxList   keptListCache[*runtimeapi.ListPodSandboxResponse]
+	containerList keptListCache[*runtimeapi.ListContainersResponse]
+	// adoptions is the state of adopting upstream cri-dockerd's sandboxes (sandbox_adopt.go).
+	adoptions adoption
+	// repairs remembers the sandboxes whose checkpoint could not be rebuilt
+	// (sandbox_checkpoint_repair.go).
+	repairs checkpointRepairs
+	// logDirectoryExists replaces the check of a pod's log directory in unit tests, whose
+	// kubelet-like log directories do not exist; nil checks the file system.
+	logDirectoryExists func(dir string) error
+}
+
+// New builds the service and rebuilds its in-memory state from Docker. It fails when Docker
+// cannot be reached, since nothing could be served.
+func New(ctx context.Context, docker libdocker.Client, opts Options) (*Service, error) {
+	if opts.Logger == nil {
+		opts.Logger = logrus.StandardLogger()
+	}
+	if opts.RuntimeInfoMaxAge <= 0 {
+		opts.RuntimeInfoMaxAge = time.Minute
+	}
+	if opts.StatusTimeout <= 0 {
+		opts.StatusTimeout = StatusTimeout
+	}
+	if opts.RuntimeHandlerAliases == nil {
+		opts.RuntimeHandlerAliases = map[string]string{}
+	}
+	if opts.Network == nil {
+		opts.Network = network.NewDockerBridge(opts.NetworkPlugin)
+	}
+	if opts.hairpin == nil {
+		opts.hairpin = func(pid int) error { return network.EnableHairpin("/", pid) }
+	}
+	s := &Service{
+		docker:        docker,
+		opts:          opts,
+		daemonLogOpts: &daemonLogOpts{maxAge: opts.RuntimeInfoMaxAge},
+		log:           logrus.NewEntry(opts.Logger),
+		runtimes:      newRuntimeCache(docker, 5*time.Second),
+		sandboxes:     newSandboxIndex(),
+		diskUsage:     newDiskUsageCache(docker, diskUsageMaxAge),
+		starts:        startgate.New(opts.ConcurrentStarts, startWaitBound),
+		net:           opts.Network,
+	}
+	s.layers = newLayersRoots(s)
+	s.stats = newStatsCollector(docker, s.log)
+	s.stats.snapshotUpperDir = s.layers.snapshotUpperDir
+	s.stats.runscPath = func(ctx context.Context, runtime string) string {
+		info, err := s.runtimes.get(ctx)
+		if err != nil {
+			return ""
+		}
+		return info.runscPath(runtime)
+	}
+	s.events = newEventBroker(s)
+	if err := s.openCheckpoints(); err != nil {
+		return nil, err
+	}
+	info, err := s.runtimes.get(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("docker: %w", err)
+	}
+	s.clampOOMScore = !negativeOOMScoreAllowed(info.Info, s.log)
+	for name, rt := range opts.RuntimeHandlerAliases {
+		if !info.knows(rt) {
+			s.log.Warnf("runtime handler %q maps to Docker runtime %q, which Docker does not know yet (known: %s); pods using it will fail until it is added to daemon.json", name, rt, info.names())
+		}
+	}
+	if err := s.sandboxes.rebuild(ctx, docker); err != nil {
+		return nil, fmt.Errorf("rebuild sandbox index from docker: %w", err)
+	}
+	s.adoptUpstreamSandboxes(ctx)
+	s.cleanUpOrphanNetworks(ctx)
+	s.removeGoneUpstreamCheckpoints(ctx)
+	s.imageVolumes = newImageVolumes(docker, s.log, opts.RootDirectory)
+	if opts.imageVolumeMounter != nil {
+		s.imageVolumes.mounter = opts.imageVolumeMounter
+	}
+	if err := s.imageVolumes.start(ctx); err != nil {
+		return nil, fmt.Errorf("rebuild image volume index from docker: %w", err)
+	}
+	logState := ""
+	if opts.RootDirectory != "" {
+		logState = filepath.Join(opts.RootDirectory, "containerlogs")
+	}
+	// The log followers ask Docker itself whether a container stopped when its log stream
+	// ends: the container store may not have seen the die event yet.
+	if s.logs, err = containerlog.NewManager(directDocker(docker), logState, s.log); err != nil {
+		s.imageVolumes.close()
+		return nil, err
+	}
+	s.logs.DockerLogPath = s.dockerLogPath
+	if err := s.followExistingLogs(ctx); err != nil {
+		s.logs.Close()
+		s.imageVolumes.close()
+		return nil, fmt.Errorf("resume container logs: %w", err)
+	}
+	s.events.start()
+	// Until its first list, the watcher would miss a sandbox removed now (see sandboxIndex.observe).
+	select {
+	case <-s.events.ready:
+	case <-ctx.Done():
+	case <-time.After(5 * time.Second):
+		s.log.Warn("not following Docker's events yet; continuing")
+	}
+	return s, nil
+}
+
+// Close stops the background work (log followers), after each has saved where it stands.
+func (s *Service) Close() {
+	s.events.close()
+	s.stats.close()
+	s.logs.Close()
+	s.imageVolumes.close()
+}
