@@ -25,7 +25,6 @@ import (
 
 	"github.com/cri-dockerd/cri-dockerd/internal/config"
 	"github.com/cri-dockerd/cri-dockerd/internal/core"
-	"github.com/cri-dockerd/cri-dockerd/internal/version"
 	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
 	"github.com/cri-dockerd/cri-dockerd/internal/metrics"
 	"github.com/cri-dockerd/cri-dockerd/internal/network"
@@ -35,6 +34,7 @@ import (
 	"github.com/cri-dockerd/cri-dockerd/internal/store"
 	"github.com/cri-dockerd/cri-dockerd/internal/streaming"
 	"github.com/cri-dockerd/cri-dockerd/internal/supervise"
+	"github.com/cri-dockerd/cri-dockerd/internal/version"
 )
 
 // maxMsgSize matches the kubelet's CRI client limit, so large list answers get through.
@@ -70,7 +70,8 @@ func serve(ctx context.Context, cfg *config.Config) error {
 		return fmt.Errorf("docker client for %s: %w", cfg.DockerEndpoint, err)
 	}
 	// Sandboxes and containers in memory, kept current by Docker's events: the kubelet's
-	// relists and status calls cost Docker nothing. Filled before the service is built.
+	// relists and status calls cost Docker nothing. Filled before the service is built, and the
+	// one follower of Docker's events (core's GetContainerEvents subscribes to it).
 	containers := store.Wrap(docker, store.Options{Label: core.TrackedLabel, Logger: log})
 	defer containers.Close()
 	streamOpts := streaming.Options{BindAddr: cfg.StreamingBindAddr, Docker: containers, Logger: log}
@@ -141,7 +142,8 @@ func serve(ctx context.Context, cfg *config.Config) error {
 	connected := make(chan *core.Service, 1)
 	go func() {
 		connected <- connect(connectCtx, cfg, log, gate, containers, func(ctx context.Context) (*core.Service, error) {
-			return core.New(ctx, containers, core.Options{
+			return core.New(ctx, docker, core.Options{
+				Store:                        containers,
 				PodInfraImage:                cfg.PodInfraContainerImage,
 				ImagePullProgressDeadline:    cfg.ImagePullProgressDeadline,
 				RuntimeHandlerAliases:        cfg.RuntimeHandlerAliases,

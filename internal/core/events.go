@@ -7,9 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/events"
-	"github.com/docker/docker/api/types/filters"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -17,27 +15,25 @@ import (
 	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
+	"github.com/cri-dockerd/cri-dockerd/internal/store"
 	"github.com/cri-dockerd/cri-dockerd/internal/supervise"
 )
 
-// Container events for the kubelet's Evented PLEG. One watcher follows Docker's event stream
-// (container create, start, die, destroy of our containers and sandboxes) and fans each event
-// out, with the pod's sandbox status and container statuses, to every GetContainerEvents
-// stream. When the stream breaks (dockerd restarted) it reconnects with backoff (as soon as
-// Docker answers again when it was unreachable) and relists:
-// every change it missed becomes an event, so no state is lost. An event whose statuses cannot
-// be gathered (Docker went away between its event and our inspect, e.g. the die events dockerd
-// sends while it shuts down) is not sent half empty: it is kept as unsent, the watcher
-// reconnects, and the relist sends it with the statuses of then.
+// Container events for the kubelet's Evented PLEG. One watcher follows the container store's
+// events (the store is the one follower of Docker's: container create, start, die, destroy of
+// our containers and sandboxes) and fans each event out, with the pod's sandbox status and
+// container statuses, to every GetContainerEvents stream. When Docker's stream breaks (dockerd
+// restarted) the store reconnects and relists, and tells what changed meanwhile: every change
+// the watcher missed becomes an event, so no state is lost. An event whose statuses cannot be
+// gathered (Docker went away between its event and our inspect, e.g. the die events dockerd
+// sends while it shuts down) is not sent half empty: it is kept as unsent, the watcher asks the
+// store to relist, and sends it after the relist with the statuses of then.
 const (
 	// eventBuffer is how many events a slow GetContainerEvents stream may fall behind before
 	// it is ended (the kubelet reconnects and relists).
 	eventBuffer = 1024
 	// eventBuildTimeout bounds gathering the statuses of one event.
 	eventBuildTimeout = 30 * time.Second
-	eventBackoffMin   = 100 * time.Millisecond
-	eventBackoffMax   = 5 * time.Second
 )
 
 // knownContainer is the last state the watcher saw of one of our containers or sandboxes.
@@ -70,12 +66,12 @@ type eventBroker struct {
 	// sandboxStatus is the last status sent for each sandbox: the kubelet needs it in the
 	// sandbox's deletion event, when Docker can no longer tell.
 	sandboxStatus map[string]*runtimeapi.PodSandboxStatus
-	// unsent is the last event of each container or sandbox that could not be built; the next
-	// relist sends it unless the state it finds reports the container anyway.
+	// unsent is the last event of each container or sandbox that could not be built (or is
+	// being built); the next relist sends it unless the changes it tells report it anyway.
 	unsent  map[string]unsentEvent
 	started bool
 	closed  bool
-	// ready is closed once the watcher follows Docker's stream and knows the current state.
+	// ready is closed once the watcher follows the store's events and knows the current state.
 	ready chan struct{}
 	stop  chan struct{}
 	done  chan struct{}
@@ -137,7 +133,7 @@ func (b *eventBroker) subscribe() (*eventSub, error) {
 	return sub, nil
 }
 
-// start follows Docker's events from now on, with or without subscribers: the sandbox index
+// start follows the store's events from now on, with or without subscribers: the sandbox index
 // learns from them which sandboxes stopped or went away behind our back. Without subscribers an
 // event costs no Docker call.
 func (b *eventBroker) start() {
@@ -188,13 +184,14 @@ func (b *eventBroker) close() {
 	}
 }
 
-// run follows Docker's event stream, reconnecting with backoff; after each (re)connection it
-// relists, so that what happened while it was away is reported.
+// run follows the container store's events (Options.Store, the one follower of Docker's
+// events) until the broker closes. A store's relist tells what changed while it did not follow
+// Docker; the first one the broker gets is the state from which it reports changes.
 func (b *eventBroker) run() {
 	defer close(b.done)
 	log := b.s.log.WithField("component", "events")
-	backoff := eventBackoffMin
-	first := true
+	sub := b.s.store.Subscribe()
+	defer sub.Close()
 	// life ends when the broker closes.
 	life, end := context.WithCancel(context.Background())
 	defer end()
@@ -205,93 +202,67 @@ func (b *eventBroker) run() {
 		case <-life.Done():
 		}
 	}()
+	first := true
 	for {
-		ctx, cancel := context.WithCancel(life)
-		// Subscribe first, then list: nothing falls between the two; the state machine drops
-		// what the list already showed.
-		msgs, errs := b.s.docker.Events(ctx, events.ListOptions{Filters: filters.NewArgs(
-			filters.Arg("type", string(events.ContainerEventType)),
-			filters.Arg("label", containerTypeLabel),
-			filters.Arg("event", string(events.ActionCreate)), filters.Arg("event", string(events.ActionStart)),
-			filters.Arg("event", string(events.ActionDie)), filters.Arg("event", string(events.ActionDestroy)),
-		)})
-		var err error
-		// A panic in handling one event is a resync like a broken stream: the relist reports
-		// what was missed.
-		if perr := supervise.Run(log, "following Docker's events", func() {
-			if err = b.relist(ctx, !first); err != nil {
-				return
-			}
-			if first {
-				close(b.ready)
-				first = false
-			} else {
-				log.Info("following Docker's events again; missed changes were reported from a relist")
-			}
-			backoff = eventBackoffMin
-			err = b.follow(ctx, msgs, errs)
-		}); perr != nil {
-			err = perr
-		}
-		cancel()
+		var ev store.Event
 		select {
 		case <-b.stop:
 			return
-		default:
+		case ev = <-sub.Events():
 		}
-		if libdocker.IsUnavailable(err) {
-			// dockerd is down or restarting: reconnect as soon as it answers again, not after
-			// a backoff that kept growing while it was down.
-			log.Warnf("stopped following Docker's events (%v); reconnecting and relisting once Docker answers", err)
-			if libdocker.RetryWait(life, b.s.docker.Ping, eventBackoffMin, backoff) != nil {
+		var err error
+		// A panic in handling one event is a failure like another: the store relists, and
+		// the event is sent then.
+		if perr := supervise.Run(log, "following the container store's events", func() {
+			if ev.Relist {
+				err = b.relisted(life, ev.Changes, !first)
+				if err == nil && first {
+					close(b.ready)
+					first = false
+				}
 				return
 			}
-		} else {
-			log.Warnf("stopped following Docker's events (%v); reconnecting and relisting in %s", err, backoff)
-			select {
-			case <-b.stop:
-				return
-			case <-time.After(backoff):
+			for _, c := range ev.Changes {
+				if err = b.handle(life, c); err != nil {
+					return
+				}
 			}
+		}); perr != nil {
+			err = perr
 		}
-		backoff = min(2*backoff, eventBackoffMax)
-	}
-}
-
-// follow handles Docker's events until the stream ends.
-func (b *eventBroker) follow(ctx context.Context, msgs <-chan events.Message, errs <-chan error) error {
-	for {
-		select {
-		case m := <-msgs:
-			if err := b.handle(ctx, m); err != nil {
-				return err // resync: the relist sends it
-			}
-		case err, ok := <-errs:
-			if !ok {
-				return context.Canceled
-			}
-			return err
-		case <-ctx.Done():
-			return ctx.Err()
+		if err != nil && life.Err() == nil {
+			log.Warnf("%v; asking the container store to relist", err)
+			b.s.store.Resync()
 		}
 	}
 }
 
-// handle turns one Docker event into a CRI event when it changes what the watcher knew. It
-// fails when the event could not be built; the event is then left to the next relist.
-func (b *eventBroker) handle(ctx context.Context, m events.Message) error {
-	attrs := m.Actor.Attributes
-	kind := attrs[containerTypeLabel]
+// knownOf is what a change tells of one of our containers or sandboxes; false for another
+// container the store tracks.
+func knownOf(c store.Change) (knownContainer, bool) {
+	kind := c.Labels[containerTypeLabel]
 	if kind != containerTypeSandbox && kind != containerTypeContainer {
+		return knownContainer{}, false
+	}
+	k := knownContainer{state: containerState(c.State), sandbox: kind == containerTypeSandbox, sandboxID: c.Labels[sandboxIDLabel]}
+	if k.sandbox {
+		k.sandboxID = c.ID
+	}
+	return k, true
+}
+
+// handle turns one followed Docker event into a CRI event when it changes what the watcher
+// knew. It fails when the event could not be built; the event is then left to the next relist.
+func (b *eventBroker) handle(ctx context.Context, c store.Change) error {
+	k, ok := knownOf(c)
+	if !ok {
 		return nil
 	}
-	k := knownContainer{sandbox: kind == containerTypeSandbox, sandboxID: attrs[sandboxIDLabel]}
 	if k.sandbox {
-		k.sandboxID = m.Actor.ID
-		b.s.sandboxes.observe(m.Actor.ID, string(m.Action))
+		b.s.sandboxes.observe(c.ID, string(c.Action))
 	}
 	var typ runtimeapi.ContainerEventType
-	switch m.Action {
+	switch c.Action {
 	case events.ActionCreate:
 		typ, k.state = runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT, runtimeapi.ContainerState_CONTAINER_CREATED
 	case events.ActionStart:
@@ -303,30 +274,18 @@ func (b *eventBroker) handle(ctx context.Context, m events.Message) error {
 	default:
 		return nil
 	}
-	at := time.Unix(0, m.TimeNano)
-	if m.TimeNano == 0 {
-		at = time.Unix(m.Time, 0)
-	}
 	b.mu.Lock()
-	old, seen := b.known[m.Actor.ID]
+	old, seen := b.known[c.ID]
 	if typ == runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT {
-		delete(b.known, m.Actor.ID)
+		delete(b.known, c.ID)
 	} else {
-		b.known[m.Actor.ID] = k
+		b.known[c.ID] = k
 	}
 	b.mu.Unlock()
 	if seen && typ != runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT && old.state == k.state {
 		return nil // already reported, by a relist
 	}
-	return b.send(ctx, m.Actor.ID, typ, k, at, attrs)
-}
-
-// directDocker is the Docker client behind the container store, if one is in front of docker.
-func directDocker(docker libdocker.Client) libdocker.Client {
-	if d, ok := docker.(interface{ Docker() libdocker.Client }); ok {
-		return d.Docker()
-	}
-	return docker
+	return b.send(ctx, c.ID, typ, k, c.Time, c.Attributes)
 }
 
 // actionOfState is the Docker event that leads to a listed state, for sandboxIndex.observe.
@@ -340,55 +299,49 @@ func actionOfState(st runtimeapi.ContainerState) string {
 	return ""
 }
 
-// send publishes an event; one that cannot be built is kept for the next relist.
+// send publishes an event; one that cannot be built (or whose building panicked) is kept for
+// the next relist.
 func (b *eventBroker) send(ctx context.Context, id string, typ runtimeapi.ContainerEventType, k knownContainer, at time.Time, attrs map[string]string) error {
-	err := b.publish(ctx, id, typ, k, at, attrs)
 	b.mu.Lock()
-	defer b.mu.Unlock()
+	b.unsent[id] = unsentEvent{typ: typ, k: k}
+	b.mu.Unlock()
+	err := b.publish(ctx, id, typ, k, at, attrs)
 	if err != nil {
-		b.unsent[id] = unsentEvent{typ: typ, k: k}
 		return fmt.Errorf("%v event of %.12s not sent, left to the next relist: %w", typ, id, err)
 	}
+	b.mu.Lock()
 	delete(b.unsent, id)
+	b.mu.Unlock()
 	return nil
 }
 
-// relist compares Docker's containers with what the watcher knew and, when report is set,
-// reports every difference as the event that would have told it.
-func (b *eventBroker) relist(ctx context.Context, report bool) error {
-	// From Docker itself: the store in front of it may not have seen the outage yet.
-	list, err := directDocker(b.s.docker).ListContainers(ctx, container.ListOptions{All: true, Filters: libdocker.LabelFilter(containerTypeLabel)})
-	if err != nil {
-		return err
-	}
-	now := map[string]knownContainer{}
-	for _, c := range list {
-		kind := c.Labels[containerTypeLabel]
-		if kind != containerTypeSandbox && kind != containerTypeContainer {
-			continue
-		}
-		k := knownContainer{state: containerState(c.State), sandbox: kind == containerTypeSandbox, sandboxID: c.Labels[sandboxIDLabel]}
-		if k.sandbox {
-			k.sandboxID = c.ID
-		}
-		now[c.ID] = k
-	}
+// relisted applies the changes a store's relist found to what the watcher knew and, when
+// report is set, reports each as the event that would have told it, with the events that could
+// not be sent before.
+func (b *eventBroker) relisted(ctx context.Context, changes []store.Change, report bool) error {
 	b.mu.Lock()
 	before := b.known
+	now := maps.Clone(before)
+	for _, c := range changes {
+		if k, ok := knownOf(c); ok && c.Action != events.ActionDestroy {
+			now[c.ID] = k
+		} else {
+			delete(now, c.ID)
+		}
+	}
 	b.known = now
 	unsent := b.unsent
 	b.unsent = map[string]unsentEvent{}
 	b.mu.Unlock()
-	// What the sandbox index must know of what the stream missed. Removed only when the list
-	// before had it: one created since this list began is not in it either.
-	for id, k := range now {
-		if k.sandbox {
-			b.s.sandboxes.observe(id, actionOfState(k.state))
-		}
-	}
-	for id, old := range before {
-		if _, ok := now[id]; !ok && old.sandbox {
-			b.s.sandboxes.observe(id, string(events.ActionDestroy))
+	// What the sandbox index must know of what the store did not follow. Removed only when
+	// the watcher knew it: one created since the relist began is not in it either.
+	for _, c := range changes {
+		if k, ok := now[c.ID]; ok && k.sandbox {
+			b.s.sandboxes.observe(c.ID, actionOfState(k.state))
+		} else if old, ok := before[c.ID]; ok && old.sandbox {
+			if _, ok := now[c.ID]; !ok {
+				b.s.sandboxes.observe(c.ID, string(events.ActionDestroy))
+			}
 		}
 	}
 	if !report {
@@ -469,14 +422,10 @@ func (b *eventBroker) publish(ctx context.Context, id string, typ runtimeapi.Con
 	}
 	ctx, cancel := context.WithTimeout(ctx, eventBuildTimeout)
 	defer cancel()
-	// The container store (package store) follows Docker's events on a stream of its own:
-	// bring it up to this event before the statuses are read from it.
-	if r, ok := b.s.docker.(interface {
-		Refresh(context.Context, string) error
-	}); ok {
-		if err := r.Refresh(ctx, id); err != nil {
-			return err
-		}
+	// The store tells an event before it inspects the container again: bring it up to this
+	// event before the statuses are read from it.
+	if err := b.s.store.Refresh(ctx, id); err != nil {
+		return err
 	}
 	ev := &runtimeapi.ContainerEventResponse{ContainerId: id, ContainerEventType: typ, CreatedAt: at.UnixNano()}
 	var err error

@@ -531,3 +531,77 @@ func TestUnsentDeletionsOfAPodComeContainerFirst(t *testing.T) {
 	nextEvent(t, st, podID, runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT)
 	noMoreEvents(t, st)
 }
+
+// With the container store in front of Docker, as cri-dockerd serves: the events come from the
+// store, their statuses from its memory brought up to each event (an exit behind our back
+// carries its exit code), and after Docker's stream came back, the store's relist reports what
+// was missed.
+func TestContainerEventsFromTheContainerStore(t *testing.T) {
+	t.Parallel() // it waits on clocks: beside the other tests that do, not after them
+	fake := libdocker.NewFake()
+	s, st := newStoreService(t, fake)
+	t.Cleanup(s.Close)
+	ctx := context.Background()
+	ev, _, _ := openEvents(t, s)
+	podID, podCfg := runPod(t, s, "stored", "")
+	nextEvent(t, ev, podID, runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT)
+	nextEvent(t, ev, podID, runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT)
+	id := createContainer(t, s, podID, podCfg, "c")
+	nextEvent(t, ev, id, runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT)
+	if _, err := s.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: id}); err != nil {
+		t.Fatal(err)
+	}
+	nextEvent(t, ev, id, runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT)
+	if err := fake.ExitContainer(id, 3); err != nil {
+		t.Fatal(err)
+	}
+	got := nextEvent(t, ev, id, runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT)
+	if len(got.ContainersStatuses) != 1 || got.ContainersStatuses[0].State != runtimeapi.ContainerState_CONTAINER_EXITED || got.ContainersStatuses[0].ExitCode != 3 {
+		t.Errorf("after exit: %v", got.ContainersStatuses)
+	}
+	if hits := st.Hits(); hits == 0 {
+		t.Error("no read came from the store's memory")
+	}
+	// Docker goes away; meanwhile the container is removed and another one starts.
+	away := errors.New("Cannot connect to the Docker daemon at unix:///var/run/docker.sock")
+	fake.InjectPersistentError("Events", away)
+	fake.InjectPersistentError("Ping", away)
+	fake.BreakEvents(errors.New("unexpected EOF"))
+	for st.Synced() {
+		time.Sleep(time.Millisecond)
+	}
+	if err := fake.RemoveContainer(ctx, id, containerRemoveOptions()); err != nil {
+		t.Fatal(err)
+	}
+	born := createContainer(t, s, podID, podCfg, "born")
+	if err := fake.StartContainer(ctx, born); err != nil {
+		t.Fatal(err)
+	}
+	noMoreEvents(t, ev)
+	fake.InjectPersistentError("Events", nil)
+	fake.InjectPersistentError("Ping", nil)
+	seen := map[string][]runtimeapi.ContainerEventType{}
+	for range 3 {
+		select {
+		case e := <-ev.events:
+			seen[e.ContainerId] = append(seen[e.ContainerId], e.ContainerEventType)
+			if e.ContainerId == born && e.ContainerEventType == runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT &&
+				(len(e.ContainersStatuses) != 1 || e.ContainersStatuses[0].State != runtimeapi.ContainerState_CONTAINER_RUNNING) {
+				t.Errorf("started event's statuses %v", e.ContainersStatuses)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("events after reconnect: %v", seen)
+		}
+	}
+	want := map[string][]runtimeapi.ContainerEventType{
+		id:   {runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT},
+		born: {runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT, runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT},
+	}
+	if fmt.Sprint(seen) != fmt.Sprint(want) {
+		t.Errorf("events from the store's relist %v, want %v", seen, want)
+	}
+	noMoreEvents(t, ev)
+	if n := fake.EventSubscribers(); n != 2 {
+		t.Errorf("%d subscriptions to Docker's events, want the store's two (containers, images)", n)
+	}
+}

@@ -28,7 +28,7 @@ func BenchmarkKubeletRelist(b *testing.B) {
 			}
 			b.Cleanup(st.Close)
 			codec := replycodec.New()
-			s := newTestServiceOn(b, fake, st, Options{KeepReply: codec.Keep})
+			s := newTestServiceOn(b, fake, fake, Options{KeepReply: codec.Keep, Store: st})
 			ctx := context.Background()
 			for i := range pods {
 				name := fmt.Sprintf("pod-%d", i)

@@ -4,21 +4,12 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// listGenerations is what the container store (package store) tells of its lists.
-type listGenerations interface {
-	ListGeneration() (gen uint64, fromMemory bool)
-}
-
 // listKey is the key under which ListPodSandbox and ListContainers keep what they build
 // (Service.sandboxList, containerList): the store's list generation and the checkpoint
 // directory's writes, which are all a list is made of. False when lists go to Docker (no store,
 // or it is not synced): nothing is kept then.
 func (s *Service) listKey() (listKeyCounts, bool) {
-	g, ok := s.docker.(listGenerations)
-	if !ok {
-		return listKeyCounts{}, false
-	}
-	gen, fromMemory := g.ListGeneration()
+	gen, fromMemory := s.store.ListGeneration()
 	if !fromMemory {
 		return listKeyCounts{}, false
 	}

@@ -24,7 +24,7 @@ func newStoreService(t *testing.T, fake *libdocker.Fake) (*Service, *store.Store
 		t.Fatal(err)
 	}
 	t.Cleanup(st.Close)
-	s := newTestServiceOn(t, fake, st, Options{NetworkPlugin: "cni", Network: &fakeNet{}, RootDirectory: t.TempDir()})
+	s := newTestServiceOn(t, fake, fake, Options{NetworkPlugin: "cni", Network: &fakeNet{}, RootDirectory: t.TempDir(), Store: st})
 	s.pins = &fakePins{}
 	return s, st
 }

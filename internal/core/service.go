@@ -20,6 +20,7 @@ import (
 	"github.com/cri-dockerd/cri-dockerd/internal/keyedmutex"
 	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
 	"github.com/cri-dockerd/cri-dockerd/internal/network"
+	"github.com/cri-dockerd/cri-dockerd/internal/store"
 )
 
 // CRIAPIVersion is the CRI API version this server speaks.
@@ -66,6 +67,10 @@ type Options struct {
 	ConcurrentStarts int
 	// DockerLogLimit bounds Docker's own log of each container (container_log_config.go).
 	DockerLogLimit DockerLogLimit
+	// Store is the container store in front of New's docker (store.Wrap of it): core's calls
+	// go through it, and its events feed GetContainerEvents. Nil: core's calls go to docker,
+	// and an events-only store of core's own follows Docker's events (store.go).
+	Store ContainerStore
 
 	// imageVolumeMounter replaces mount(2) for image volumes in tests.
 	imageVolumeMounter layerMounter
@@ -85,7 +90,10 @@ type Service struct {
 	runtimeapi.UnimplementedRuntimeServiceServer
 	runtimeapi.UnimplementedImageServiceServer
 
-	docker   libdocker.Client
+	docker libdocker.Client
+	// store is Options.Store, or the events-only store of ownStore.
+	store    ContainerStore
+	ownStore *store.Store
 	opts     Options
 	log      *logrus.Entry
 	runtimes *runtimeCache
@@ -114,7 +122,7 @@ type Service struct {
 	once onceLogger
 	// stats holds container stats samples, refreshed in the background (stats_collector.go).
 	stats *statsCollector
-	// events follows Docker's events for GetContainerEvents (events.go).
+	// events follows the store's events for GetContainerEvents (events.go).
 	events *eventBroker
 	// imageVolumes knows which containers mount which images (image_volume.go); rebuilt from
 	// container labels at start.
@@ -154,11 +162,22 @@ func New(ctx context.Context, docker libdocker.Client, opts Options) (*Service, 
 	if opts.hairpin == nil {
 		opts.hairpin = func(pid int) error { return network.EnableHairpin("/", pid) }
 	}
+	log := logrus.NewEntry(opts.Logger)
+	var own *store.Store
+	st := opts.Store
+	if st != nil {
+		docker = st
+	} else {
+		own = eventsOnlyStore(docker, log)
+		st = own
+	}
 	s := &Service{
 		docker:        docker,
+		store:         st,
+		ownStore:      own,
 		opts:          opts,
 		daemonLogOpts: &daemonLogOpts{maxAge: opts.RuntimeInfoMaxAge},
-		log:           logrus.NewEntry(opts.Logger),
+		log:           log,
 		runtimes:      newRuntimeCache(docker, 5*time.Second),
 		sandboxes:     newSandboxIndex(),
 		diskUsage:     newDiskUsageCache(docker, diskUsageMaxAge),
@@ -208,7 +227,7 @@ func New(ctx context.Context, docker libdocker.Client, opts Options) (*Service, 
 	}
 	// The log followers ask Docker itself whether a container stopped when its log stream
 	// ends: the container store may not have seen the die event yet.
-	if s.logs, err = containerlog.NewManager(directDocker(docker), logState, s.log); err != nil {
+	if s.logs, err = containerlog.NewManager(st.Docker(), logState, s.log); err != nil {
 		s.imageVolumes.close()
 		return nil, err
 	}
@@ -218,13 +237,19 @@ func New(ctx context.Context, docker libdocker.Client, opts Options) (*Service, 
 		s.imageVolumes.close()
 		return nil, fmt.Errorf("resume container logs: %w", err)
 	}
+	if own != nil {
+		// It keeps trying in the background should its first relist fail.
+		if err := own.Start(ctx, time.Second); err != nil {
+			s.log.Warnf("not following Docker's events yet (%v); retrying", err)
+		}
+	}
 	s.events.start()
-	// Until its first list, the watcher would miss a sandbox removed now (see sandboxIndex.observe).
+	// Until its first relist, the watcher would miss a sandbox removed now (see sandboxIndex.observe).
 	select {
 	case <-s.events.ready:
 	case <-ctx.Done():
 	case <-time.After(5 * time.Second):
-		s.log.Warn("not following Docker's events yet; continuing")
+		s.log.Warn("not following the container store's events yet; continuing")
 	}
 	return s, nil
 }
@@ -232,6 +257,9 @@ func New(ctx context.Context, docker libdocker.Client, opts Options) (*Service, 
 // Close stops the background work (log followers), after each has saved where it stands.
 func (s *Service) Close() {
 	s.events.close()
+	if s.ownStore != nil {
+		s.ownStore.Close()
+	}
 	s.stats.close()
 	s.logs.Close()
 	s.imageVolumes.close()

@@ -27,7 +27,8 @@ func newTestService(t testing.TB, fake *libdocker.Fake, opts Options) *Service {
 	return newTestServiceOn(t, fake, fake, opts)
 }
 
-// newTestServiceOn is newTestService whose Docker client is docker in front of fake (a store).
+// newTestServiceOn is newTestService whose Docker client is docker in front of fake (a test
+// double; a container store goes in opts.Store).
 func newTestServiceOn(t testing.TB, fake *libdocker.Fake, docker libdocker.Client, opts Options) *Service {
 	t.Helper()
 	if opts.PodInfraImage == "" {

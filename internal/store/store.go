@@ -14,6 +14,10 @@
 //
 // Reads the store does not know how to answer go to Docker too: an inspect by name or by ID
 // prefix, a container it does not track, a list with a filter other than label and id.
+//
+// The store is also the one follower of Docker's events for the rest of cri-dockerd: it tells
+// its subscribers (Subscribe) each create, start, die and destroy of a tracked container, in
+// Docker's order, and after each relist what changed while it did not follow (changes.go).
 package store
 
 import (
@@ -58,7 +62,7 @@ type Store struct {
 	// own are our calls in flight, per container, and the events that came meanwhile.
 	own ownCalls
 
-	// kick asks the follower to relist (a refresh after our own call failed).
+	// kick asks the follower to relist (a refresh after our own call failed, or Resync).
 	kick    chan struct{}
 	stop    chan struct{}
 	done    chan struct{}
@@ -72,6 +76,9 @@ type Store struct {
 	// (under mu).
 	conn    uint64
 	version versionCache
+	// eventsOnly: no reads from memory, no inspects (Options.EventsOnly).
+	eventsOnly bool
+	pub        publisher
 }
 
 // versionCache is Docker's version, asked once per connection of the event stream: it changes
@@ -101,6 +108,9 @@ type Options struct {
 	// ResyncBackoff bounds the wait between two attempts to follow Docker's events again
 	// (default 1 s); while dockerd is down, the store asks every 100 ms whether it is back.
 	ResyncBackoff time.Duration
+	// EventsOnly makes a store that only follows Docker's events for its subscribers: every
+	// read goes to Docker, and it inspects nothing (its relists list only).
+	EventsOnly bool
 }
 
 // Wrap returns a Store in front of docker. It answers from Docker alone until Start has synced it.
@@ -114,7 +124,8 @@ func Wrap(docker libdocker.Client, opts Options) *Store {
 	return &Store{
 		Client: docker, label: opts.Label, log: log.WithField("component", "store"),
 		entries: map[string]*entry{}, stop: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1),
-		images: imageCache{byRef: map[string]*image.InspectResponse{}},
+		images:     imageCache{byRef: map[string]*image.InspectResponse{}},
+		eventsOnly: opts.EventsOnly,
 	}
 }
 
@@ -129,8 +140,11 @@ func (s *Store) Docker() libdocker.Client { return s.Client }
 func (s *Store) Synced() bool {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return s.synced
+	return s.fromMemory()
 }
+
+// fromMemory reports whether reads are answered from memory; s.mu held.
+func (s *Store) fromMemory() bool { return s.synced && !s.eventsOnly }
 
 // Len is the number of containers tracked.
 func (s *Store) Len() int {
@@ -254,11 +268,15 @@ func (s *Store) follow(ctx context.Context, msgs <-chan events.Message, errs <-c
 			}
 			return err
 		case <-s.kick:
-			return errors.New("a refresh after our own call failed")
+			return errors.New("asked to relist (a refresh after our own call failed, or a subscriber asked)")
 		case err := <-failed:
 			return err
 		case m := <-msgs:
 			if !eventActions[m.Action] || m.Actor.ID == "" {
+				continue
+			}
+			s.tellEvent(m)
+			if s.eventsOnly {
 				continue
 			}
 			select {
@@ -304,6 +322,11 @@ func (s *Store) resync(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list containers: %w", err)
 	}
+	if s.eventsOnly {
+		s.setSynced(true)
+		s.tellRelist(list)
+		return nil
+	}
 	present := make(map[string]bool, len(list))
 	work := make(chan string)
 	var wg sync.WaitGroup
@@ -345,6 +368,7 @@ func (s *Store) resync(ctx context.Context) error {
 	s.listGen.Add(1)
 	s.mu.Unlock()
 	s.images.clear()
+	s.tellRelist(list)
 	return nil
 }
 
@@ -361,12 +385,16 @@ func (s *Store) setSynced(v bool) {
 func (s *Store) ListGeneration() (uint64, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return s.listGen.Load(), s.synced
+	return s.listGen.Load(), s.fromMemory()
 }
 
 // Refresh inspects container id again and stores what Docker says: the new state, or its
-// removal. It fails only when Docker could not be asked.
+// removal. It fails only when Docker could not be asked. An EventsOnly store has nothing to
+// refresh.
 func (s *Store) Refresh(ctx context.Context, id string) error {
+	if s.eventsOnly {
+		return nil
+	}
 	// Bounded: an inspect that hangs (a stuck runtime) must not hold the event follower.
 	return s.refreshWithin(ctx, id, refreshTimeout)
 }
@@ -540,7 +568,7 @@ func (s *Store) InspectContainer(ctx context.Context, id string) (*container.Ins
 	if isFullID(id) {
 		s.mu.RLock()
 		e, ok := s.entries[id]
-		synced := s.synced
+		synced := s.fromMemory()
 		s.mu.RUnlock()
 		if synced {
 			if !ok {
@@ -565,7 +593,7 @@ func (s *Store) ListContainers(ctx context.Context, opts container.ListOptions) 
 		return s.Client.ListContainers(ctx, opts)
 	}
 	s.mu.RLock()
-	if !s.synced {
+	if !s.fromMemory() {
 		s.mu.RUnlock()
 		s.misses.Add(1)
 		return s.Client.ListContainers(ctx, opts)
@@ -745,6 +773,9 @@ func (s *Store) refreshAfter(ctx context.Context, id string) {
 	}
 }
 
+// errAskedToResync is why a store relists at a subscriber's request (Resync).
+var errAskedToResync = errors.New("a subscriber asked for a relist")
+
 // unsync sends reads to Docker until the next relist; the event follower is restarted by
 // breaking its stream.
 func (s *Store) unsync(err error) {
@@ -788,7 +819,7 @@ func (s *Store) Version(ctx context.Context) (types.Version, error) {
 	connection := func() (uint64, bool) {
 		s.mu.RLock()
 		defer s.mu.RUnlock()
-		return s.conn, s.synced
+		return s.conn, s.fromMemory()
 	}
 	conn, synced := connection()
 	if !synced {
