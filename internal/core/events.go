@@ -215,10 +215,14 @@ func (b *eventBroker) run() {
 		// the event is sent then.
 		if perr := supervise.Run(log, "following the container store's events", func() {
 			if ev.Relist {
-				err = b.relisted(life, ev.Changes, !first)
-				if err == nil && first {
+				if err = b.relisted(life, ev.Changes, !first); err != nil {
+					return
+				}
+				if first {
 					close(b.ready)
 					first = false
+				} else {
+					log.Info("following Docker's events again; missed changes were reported from a relist")
 				}
 				return
 			}
