@@ -253,6 +253,9 @@ func (s *Store) run(backoff time.Duration, first chan<- error) {
 func (s *Store) follow(ctx context.Context, msgs <-chan events.Message, errs <-chan error, imgMsgs <-chan events.Message, imgErrs <-chan error) error {
 	sem := make(chan struct{}, eventWorkers)
 	failed := make(chan error, 1)
+	// drain bounds the reading of the container stream after the image stream ended.
+	var drain <-chan time.Time
+	var imagesEnded error
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	// Reads go to Docker from the moment the stream breaks, not once the refreshes in flight
@@ -264,9 +267,16 @@ func (s *Store) follow(ctx context.Context, msgs <-chan events.Message, errs <-c
 			s.images.clear() // a pull, tag, untag, delete or load may change any image's digests
 		case err, ok := <-imgErrs:
 			if !ok || err == nil {
-				return errors.New("Docker's image event stream ended")
+				err = errors.New("Docker's image event stream ended")
 			}
-			return err
+			// dockerd going away ends both streams, in either order: the container events
+			// the other still holds are read first, or subscribers would never be told of
+			// them. Reads go to Docker from now on.
+			s.setSynced(false)
+			imgMsgs, imgErrs, imagesEnded = nil, nil, err
+			drain = time.After(drainWait)
+		case <-drain:
+			return imagesEnded
 		case <-s.kick:
 			return errors.New("asked to relist (a refresh after our own call failed, or a subscriber asked)")
 		case err := <-failed:
@@ -315,6 +325,9 @@ var refreshTimeout, slowRefreshTimeout = 10 * time.Second, 2 * time.Minute
 
 // eventWorkers bounds the refreshes in flight after events.
 const eventWorkers = 16
+
+// drainWait bounds how long the container event stream is read after the image stream ended.
+const drainWait = time.Second
 
 // resync lists every tracked container and inspects each, then marks the store synced.
 func (s *Store) resync(ctx context.Context) error {
