@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/events"
 
 	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
 )
@@ -146,5 +149,99 @@ func TestAnEventsOnlyStoreReadsFromDocker(t *testing.T) {
 	}
 	if stateOf(t, s, id) != "created" || fake.Calls("ListContainers") != lists+1 || s.Hits() != 0 {
 		t.Errorf("reads from memory: %d hits", s.Hits())
+	}
+}
+
+// heldEvents is a Docker whose image event stream the test ends, and whose container events
+// wait while held (still in the stream when the image stream ends).
+type heldEvents struct {
+	*libdocker.Fake
+	mu      sync.Mutex
+	imgErrs chan error
+	gate    chan struct{} // closed: container events flow
+}
+
+func (d *heldEvents) Events(ctx context.Context, opts events.ListOptions) (<-chan events.Message, <-chan error) {
+	msgs, errs := d.Fake.Events(ctx, opts)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if slices.Contains(opts.Filters.Get("type"), string(events.ImageEventType)) {
+		d.imgErrs = make(chan error, 1)
+		return nil, d.imgErrs
+	}
+	out := make(chan events.Message)
+	go func() {
+		for {
+			select {
+			case m := <-msgs:
+				d.mu.Lock()
+				gate := d.gate
+				d.mu.Unlock()
+				select {
+				case <-gate:
+				case <-ctx.Done():
+					return
+				}
+				select {
+				case out <- m:
+				case <-ctx.Done():
+					return
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, errs
+}
+
+func (d *heldEvents) hold(on bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if on {
+		d.gate = make(chan struct{})
+	} else {
+		close(d.gate)
+	}
+}
+
+// dockerd going away ends the image stream and the container stream in either order: the
+// container events still in their stream when the image stream ended are told, not lost (a
+// relist would not see a container that died and started again meanwhile).
+func TestContainerEventsAfterTheImageStreamEndedAreTold(t *testing.T) {
+	fake := newFake()
+	d := &heldEvents{Fake: fake, gate: make(chan struct{})}
+	close(d.gate)
+	s := Wrap(d, Options{Label: testLabel})
+	ctx := context.Background()
+	if err := s.Start(ctx, 10*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	sub := s.Subscribe()
+	t.Cleanup(sub.Close)
+	if got := next(t, sub); got != "relist[]" {
+		t.Fatalf("first event %s", got)
+	}
+	id := create(t, s, "c", "container")
+	if err := s.StartContainer(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	next(t, sub)
+	next(t, sub)
+	d.hold(true)
+	if err := fake.ExitContainer(id, 1); err != nil {
+		t.Fatal(err)
+	}
+	d.mu.Lock()
+	d.imgErrs <- errors.New("unexpected EOF")
+	d.mu.Unlock()
+	eventually(t, "unsynced", func() bool { return !s.Synced() })
+	d.hold(false)
+	if got, want := next(t, sub), fmt.Sprintf("event[die %.6s exited]", id); got != want {
+		t.Errorf("after the image stream ended: %s, want %s", got, want)
+	}
+	if got := next(t, sub); got != "relist[]" {
+		t.Errorf("then %s, want a relist with nothing new", got)
 	}
 }
