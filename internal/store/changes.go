@@ -19,9 +19,10 @@ type Change struct {
 	// "exited", ...): the one its event leads to, or the one the relist found; "" once gone.
 	State string
 	// Labels are the container's labels (for a followed event, Docker's attributes of it:
-	// its labels, name and image).
+	// its labels, name and image). Shared by every subscriber: read only.
 	Labels map[string]string
 	// Attributes are the attributes of the Docker event followed; nil for a relist's change.
+	// Read only too.
 	Attributes map[string]string
 	// Time is when Docker says it happened, or when the relist found it.
 	Time time.Time
