@@ -25,7 +25,6 @@ import (
 
 	"github.com/cri-dockerd/cri-dockerd/internal/config"
 	"github.com/cri-dockerd/cri-dockerd/internal/core"
-	"github.com/cri-dockerd/cri-dockerd/internal/version"
 	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
 	"github.com/cri-dockerd/cri-dockerd/internal/metrics"
 	"github.com/cri-dockerd/cri-dockerd/internal/network"
@@ -35,6 +34,7 @@ import (
 	"github.com/cri-dockerd/cri-dockerd/internal/store"
 	"github.com/cri-dockerd/cri-dockerd/internal/streaming"
 	"github.com/cri-dockerd/cri-dockerd/internal/supervise"
+	"github.com/cri-dockerd/cri-dockerd/internal/version"
 )
 
 // maxMsgSize matches the kubelet's CRI client limit, so large list answers get through.
