@@ -80,7 +80,7 @@ func (s *Service) removeContainer(ctx context.Context, id string) error {
 		s.logs.Forget(id)
 		// Image volumes are our mounts: release them also when the pod's removal removes
 		// the container.
-		if err := s.imageVolumes.releaseContainer(id); err != nil {
+		if err := s.imageVolumes.ReleaseContainer(id); err != nil {
 			return status.Errorf(codes.Internal, "release the image volumes of container %q: %v", id, err)
 		}
 		return nil

@@ -25,7 +25,7 @@ func (s *Service) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 	if err != nil {
 		return nil, err
 	}
-	if err := s.imageVolumes.ensureMounted(ctx, c.ID); err != nil {
+	if err := s.imageVolumes.EnsureMounted(ctx, c.ID); err != nil {
 		return nil, err
 	}
 	err = s.startContainer(ctx, c.ID, startgate.Container)
@@ -33,7 +33,7 @@ func (s *Service) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 		s.followLog(c.ID, c.Config.Labels)
 		return &runtimeapi.StartContainerResponse{}, nil
 	}
-	if serr := s.imageVolumes.subPathStartError(c.ID, err); serr != nil {
+	if serr := s.imageVolumes.SubPathStartError(c.ID, err); serr != nil {
 		return nil, serr
 	}
 	if libdocker.IsNotFound(err) && !errors.Is(err, libdocker.ErrRuntimeFailed) {

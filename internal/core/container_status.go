@@ -11,6 +11,8 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/imagevolume"
 )
 
 // inspectCRIContainer inspects a container of ours: NotFound when id names nothing, or
@@ -64,7 +66,7 @@ func (s *Service) ContainerStatus(ctx context.Context, req *runtimeapi.Container
 		ImageId:     c.Image,
 		Labels:      labels,
 		Annotations: annotations,
-		Mounts:      imageVolumeCRIMounts(criMounts(c.Mounts), c.Config.Labels),
+		Mounts:      imagevolume.CRIMounts(criMounts(c.Mounts), c.Config.Labels),
 		LogPath:     c.Config.Labels[containerLogPathLabel],
 		Resources:   statusResources(c.HostConfig),
 	}

@@ -30,7 +30,7 @@ func (s *Service) RemoveImage(ctx context.Context, req *runtimeapi.RemoveImageRe
 	if err != nil {
 		return nil, dockerError(err, "inspect image %q", ref)
 	}
-	if users := s.imageVolumes.usersOf(ctx, img.ID); len(users) > 0 {
+	if users := s.imageVolumes.UsersOf(ctx, img.ID); len(users) > 0 {
 		return nil, status.Errorf(codes.FailedPrecondition, "image %q (%s) is mounted as an image volume by container %s: remove the container first", ref, img.ID, strings.Join(users, ", "))
 	}
 	// Untag each name first: Docker refuses to remove an ID with several tags without force,
