@@ -129,7 +129,7 @@ func (s *Service) killExec(ctx context.Context, c *container.InspectResponse, ex
 
 // execKiller kills exec'd processes with the host's procfs the stats see (a fixture in tests).
 func (s *Service) execKiller() execkill.Killer {
-	return execkill.Killer{Docker: s.docker, Proc: s.stats.host.proc}
+	return execkill.Killer{Docker: s.docker, Proc: s.stats.Host().Proc()}
 }
 
 // cappedBuffer keeps the first maxExecOutput bytes and drops the rest.

@@ -6,10 +6,12 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/stats"
 )
 
 // ContainerStats reports one container's CPU, memory, swap and writable layer from the stats
-// cache (see stats_collector.go). A container that is not running has attributes only.
+// cache (see internal/stats). A container that is not running has attributes only.
 func (s *Service) ContainerStats(ctx context.Context, req *runtimeapi.ContainerStatsRequest) (*runtimeapi.ContainerStatsResponse, error) {
 	id := req.GetContainerId()
 	if id == "" {
@@ -26,10 +28,10 @@ func (s *Service) ContainerStats(ctx context.Context, req *runtimeapi.ContainerS
 	if c.State != string(container.StateRunning) {
 		return &runtimeapi.ContainerStatsResponse{Stats: &runtimeapi.ContainerStats{Attributes: containerAttributes(c)}}, nil
 	}
-	snaps := s.stats.collect(ctx, []string{c.ID}, true)
+	snaps := s.stats.Collect(ctx, []string{c.ID}, true)
 	snap, ok := snaps[c.ID]
 	if !ok {
-		if err := s.stats.lastError(c.ID); err != nil {
+		if err := s.stats.LastError(c.ID); err != nil {
 			return nil, dockerError(err, "stats of container %q", id)
 		}
 		if err := ctx.Err(); err != nil {
@@ -65,7 +67,7 @@ func (s *Service) listContainerStats(ctx context.Context, f *runtimeapi.Containe
 		running = append(running, c)
 		ids = append(ids, c.ID)
 	}
-	snaps := s.stats.collect(ctx, ids, true)
+	snaps := s.stats.Collect(ctx, ids, true)
 	out := make([]*runtimeapi.ContainerStats, 0, len(running))
 	for _, c := range running {
 		if snap, ok := snaps[c.ID]; ok {
@@ -81,38 +83,38 @@ func containerAttributes(c listed) *runtimeapi.ContainerAttributes {
 }
 
 // containerStats builds a container's CRI stats from its snapshot.
-func (s *Service) containerStats(ctx context.Context, c listed, snap statsSnapshot) *runtimeapi.ContainerStats {
+func (s *Service) containerStats(ctx context.Context, c listed, snap stats.Snapshot) *runtimeapi.ContainerStats {
 	out := &runtimeapi.ContainerStats{Attributes: containerAttributes(c)}
-	cur := snap.cur
-	if cur.running {
-		ts := cur.at.UnixNano()
-		out.Cpu = &runtimeapi.CpuUsage{Timestamp: ts, UsageCoreNanoSeconds: &runtimeapi.UInt64Value{Value: cur.cpuTotal}}
-		if rate, ok := snap.usageNanoCores(); ok {
+	cur := snap.Cur
+	if cur.Running {
+		ts := cur.At.UnixNano()
+		out.Cpu = &runtimeapi.CpuUsage{Timestamp: ts, UsageCoreNanoSeconds: &runtimeapi.UInt64Value{Value: cur.CPUTotal}}
+		if rate, ok := snap.UsageNanoCores(); ok {
 			out.Cpu.UsageNanoCores = &runtimeapi.UInt64Value{Value: rate}
 		}
 		out.Memory = &runtimeapi.MemoryUsage{
 			Timestamp:       ts,
-			WorkingSetBytes: &runtimeapi.UInt64Value{Value: cur.workingSet},
-			UsageBytes:      &runtimeapi.UInt64Value{Value: cur.memUsage},
-			RssBytes:        &runtimeapi.UInt64Value{Value: cur.rss},
-			PageFaults:      &runtimeapi.UInt64Value{Value: cur.pageFaults},
-			MajorPageFaults: &runtimeapi.UInt64Value{Value: cur.majFaults},
+			WorkingSetBytes: &runtimeapi.UInt64Value{Value: cur.WorkingSet},
+			UsageBytes:      &runtimeapi.UInt64Value{Value: cur.MemUsage},
+			RssBytes:        &runtimeapi.UInt64Value{Value: cur.RSS},
+			PageFaults:      &runtimeapi.UInt64Value{Value: cur.PageFaults},
+			MajorPageFaults: &runtimeapi.UInt64Value{Value: cur.MajFaults},
 		}
-		if cur.memLimit > cur.workingSet {
-			out.Memory.AvailableBytes = &runtimeapi.UInt64Value{Value: cur.memLimit - cur.workingSet}
+		if cur.MemLimit > cur.WorkingSet {
+			out.Memory.AvailableBytes = &runtimeapi.UInt64Value{Value: cur.MemLimit - cur.WorkingSet}
 		}
-		if cur.hasSwap {
-			out.Swap = &runtimeapi.SwapUsage{Timestamp: ts, SwapUsageBytes: &runtimeapi.UInt64Value{Value: cur.swap}}
+		if cur.HasSwap {
+			out.Swap = &runtimeapi.SwapUsage{Timestamp: ts, SwapUsageBytes: &runtimeapi.UInt64Value{Value: cur.Swap}}
 		}
 	}
-	if fsu := snap.fs; fsu != nil {
+	if fsu := snap.FS; fsu != nil {
 		out.WritableLayer = &runtimeapi.FilesystemUsage{
-			Timestamp: fsu.at.UnixNano(),
+			Timestamp: fsu.At.UnixNano(),
 			FsId:      &runtimeapi.FilesystemIdentifier{Mountpoint: s.layersMountpoint(ctx)},
-			UsedBytes: &runtimeapi.UInt64Value{Value: fsu.bytes},
+			UsedBytes: &runtimeapi.UInt64Value{Value: fsu.Bytes},
 		}
-		if fsu.hasInodes {
-			out.WritableLayer.InodesUsed = &runtimeapi.UInt64Value{Value: fsu.inodes}
+		if fsu.HasInodes {
+			out.WritableLayer.InodesUsed = &runtimeapi.UInt64Value{Value: fsu.Inodes}
 		}
 	}
 	return out

@@ -42,6 +42,6 @@ func (s *Service) UpdateContainerResources(ctx context.Context, req *runtimeapi.
 	for _, w := range warnings {
 		s.log.WithField("container", id).Warnf("resource update: Docker says: %s", w)
 	}
-	s.stats.forgetMeta(c.ID)
+	s.stats.ForgetMeta(c.ID)
 	return &runtimeapi.UpdateContainerResourcesResponse{}, nil
 }

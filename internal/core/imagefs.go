@@ -13,6 +13,8 @@ import (
 	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
 	"github.com/cri-dockerd/cri-dockerd/internal/libdocker/containerdroot"
 	"github.com/cri-dockerd/cri-dockerd/internal/supervise"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/stats"
 )
 
 // diskUsageCache holds Docker's disk usage: computing it walks every layer, far too slow to do
@@ -181,12 +183,12 @@ func (l *layersRoots) inodes(ctx context.Context, dir string) (uint64, bool) {
 // countInodes counts the inodes under dir as the writable layers' walk does (walkUsage: hard
 // links once); a directory that does not exist holds none.
 func countInodes(dir string) (uint64, error) {
-	u, err := walkUsage(dir)
+	u, err := stats.WalkUsage(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, nil
 	}
 	if err != nil {
 		return 0, err
 	}
-	return u.inodes, nil
+	return u.Inodes, nil
 }

@@ -7,6 +7,8 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/stats"
 )
 
 // PodSandboxStats reports a ready pod: its containers' stats, their sums, and the network of
@@ -74,7 +76,7 @@ func (s *Service) listPodSandboxStats(ctx context.Context, idPrefix string, sele
 			ids = append(ids, c.ID)
 		}
 	}
-	snaps := s.stats.collect(ctx, ids, true)
+	snaps := s.stats.Collect(ctx, ids, true)
 	sort.Strings(podIDs)
 	out := make([]*runtimeapi.PodSandboxStats, 0, len(pods))
 	for _, podID := range podIDs {
@@ -85,7 +87,7 @@ func (s *Service) listPodSandboxStats(ctx context.Context, idPrefix string, sele
 
 // podStats sums the pod's containers and its sandbox, and takes the network from the sandbox,
 // whose namespace they share: from Docker, or from /proc for pods networked by CNI.
-func (s *Service) podStats(ctx context.Context, sb listed, ctrs []listed, snaps map[string]statsSnapshot) *runtimeapi.PodSandboxStats {
+func (s *Service) podStats(ctx context.Context, sb listed, ctrs []listed, snaps map[string]stats.Snapshot) *runtimeapi.PodSandboxStats {
 	labels, annotations := splitLabels(sb.Labels)
 	out := &runtimeapi.PodSandboxStats{
 		Attributes: &runtimeapi.PodSandboxAttributes{Id: sb.ID, Metadata: sb.name.sandboxMetadata(), Labels: labels, Annotations: annotations},
@@ -97,22 +99,22 @@ func (s *Service) podStats(ctx context.Context, sb listed, ctrs []listed, snaps 
 		rateKnown                             = true
 		seen                                  bool
 	)
-	add := func(snap statsSnapshot) {
-		cur := snap.cur
-		if cur == nil || !cur.running {
+	add := func(snap stats.Snapshot) {
+		cur := snap.Cur
+		if cur == nil || !cur.Running {
 			return
 		}
 		seen = true
-		if cur.at.After(at) {
-			at = cur.at
+		if cur.At.After(at) {
+			at = cur.At
 		}
-		cpu += cur.cpuTotal
-		if r, ok := snap.usageNanoCores(); ok {
+		cpu += cur.CPUTotal
+		if r, ok := snap.UsageNanoCores(); ok {
 			rate += r
 		} else {
 			rateKnown = false
 		}
-		ws, usage, rss, pf, mpf, n = ws+cur.workingSet, usage+cur.memUsage, rss+cur.rss, pf+cur.pageFaults, mpf+cur.majFaults, n+cur.pids
+		ws, usage, rss, pf, mpf, n = ws+cur.WorkingSet, usage+cur.MemUsage, rss+cur.RSS, pf+cur.PageFaults, mpf+cur.MajFaults, n+cur.Pids
 	}
 	sandboxSnap, hasSandbox := snaps[sb.ID]
 	if hasSandbox {
@@ -141,17 +143,17 @@ func (s *Service) podStats(ctx context.Context, sb listed, ctrs []listed, snaps 
 		MajorPageFaults: &runtimeapi.UInt64Value{Value: mpf},
 	}
 	out.Linux.Process = &runtimeapi.ProcessUsage{Timestamp: ts, ProcessCount: &runtimeapi.UInt64Value{Value: n}}
-	if hasSandbox && sandboxSnap.cur.running {
-		out.Linux.Network = podNetwork(s.stats.host, sandboxSnap, ts)
+	if hasSandbox && sandboxSnap.Cur.Running {
+		out.Linux.Network = podNetwork(s.stats.Host(), sandboxSnap, ts)
 	}
 	return out
 }
 
 // podNetwork reports the sandbox's interfaces, eth0 (or the first) as the default.
-func podNetwork(host hostFS, snap statsSnapshot, ts int64) *runtimeapi.NetworkUsage {
-	nets := snap.cur.networks
-	if len(nets) == 0 && snap.meta != nil && snap.meta.pid > 0 && !snap.meta.hostNetwork {
-		nets, _ = host.readNetDev(snap.meta.pid)
+func podNetwork(host stats.Host, snap stats.Snapshot, ts int64) *runtimeapi.NetworkUsage {
+	nets := snap.Cur.Networks
+	if len(nets) == 0 && snap.Meta != nil && snap.Meta.Pid > 0 && !snap.Meta.HostNetwork {
+		nets, _ = host.NetDev(snap.Meta.Pid)
 	}
 	if len(nets) == 0 {
 		return nil

@@ -21,6 +21,7 @@ import (
 	"github.com/cri-dockerd/cri-dockerd/internal/keyedmutex"
 	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
 	"github.com/cri-dockerd/cri-dockerd/internal/network"
+	"github.com/cri-dockerd/cri-dockerd/internal/stats"
 )
 
 // CRIAPIVersion is the CRI API version this server speaks.
@@ -113,8 +114,8 @@ type Service struct {
 	netLocks    keyedmutex.Mutex
 	// once logs each kind of unsupported request once (see container_resources.go).
 	once onceLogger
-	// stats holds container stats samples, refreshed in the background (stats_collector.go).
-	stats *statsCollector
+	// stats holds container stats samples, refreshed in the background (internal/stats).
+	stats *stats.Collector
 	// events follows Docker's events for GetContainerEvents (events.go).
 	events *eventBroker
 	// imageVolumes knows which containers mount which images (internal/imagevolume); rebuilt
@@ -167,15 +168,7 @@ func New(ctx context.Context, docker libdocker.Client, opts Options) (*Service, 
 		net:           opts.Network,
 	}
 	s.layers = newLayersRoots(s)
-	s.stats = newStatsCollector(docker, s.log)
-	s.stats.snapshotUpperDir = s.layers.snapshotUpperDir
-	s.stats.runscPath = func(ctx context.Context, runtime string) string {
-		info, err := s.runtimes.get(ctx)
-		if err != nil {
-			return ""
-		}
-		return info.runscPath(runtime)
-	}
+	s.stats = s.newStats(stats.Config{})
 	s.events = newEventBroker(s)
 	if err := s.openCheckpoints(); err != nil {
 		return nil, err
@@ -230,7 +223,7 @@ func New(ctx context.Context, docker libdocker.Client, opts Options) (*Service, 
 // Close stops the background work (log followers), after each has saved where it stands.
 func (s *Service) Close() {
 	s.events.close()
-	s.stats.close()
+	s.stats.Close()
 	s.logs.Close()
 	s.imageVolumes.Close()
 }
