@@ -168,7 +168,7 @@ func New(ctx context.Context, docker libdocker.Client, opts Options) (*Service, 
 		net:           opts.Network,
 	}
 	s.layers = newLayersRoots(s)
-	s.stats = s.newStats(stats.Config{})
+	s.stats = s.newStats(stats.Config{Docker: docker})
 	s.events = newEventBroker(s)
 	if err := s.openCheckpoints(); err != nil {
 		return nil, err
