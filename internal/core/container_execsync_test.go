@@ -3,12 +3,14 @@ package core
 import (
 	"bytes"
 	"context"
-	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
-	"google.golang.org/grpc/codes"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
 )
 
 // ExecSync keeps the first maxExecOutput bytes of a stream and drops the rest, however Docker

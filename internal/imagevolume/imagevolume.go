@@ -140,7 +140,8 @@ type Config struct {
 	// Mounter replaces mount(2) (tests); nil is the kernel's.
 	Mounter Mounter
 	// DockerError turns an error from Docker into the gRPC status a CRI caller gets, keeping
-	// what the call was doing: the caller's, so that image volumes answer as its other RPCs do.
+	// what the call was doing: the caller's, so that image volumes answer as its other RPCs do;
+	// nil wraps the error as it is.
 	DockerError func(err error, format string, args ...any) error
 }
 
@@ -149,6 +150,11 @@ func New(cfg Config) *Manager {
 	v := &Manager{docker: cfg.Docker, log: cfg.Log, mounter: cfg.Mounter, dockerError: cfg.DockerError, users: map[string]*imageVolumeUser{}}
 	if v.mounter == nil {
 		v.mounter = linuxMounter{}
+	}
+	if v.dockerError == nil {
+		v.dockerError = func(err error, format string, args ...any) error {
+			return fmt.Errorf(format+": %w", append(args, err)...)
+		}
 	}
 	if cfg.RootDirectory != "" {
 		v.dir = filepath.Join(cfg.RootDirectory, Dir)

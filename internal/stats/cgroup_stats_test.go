@@ -272,7 +272,7 @@ func TestMetricsFiguresAreReadOnlyForTheMetrics(t *testing.T) {
 	sample := func() *Sample {
 		col.mu.Lock()
 		defer col.mu.Unlock()
-		return col.entries[id].Cur
+		return col.entries[id].cur
 	}
 	col.Collect(ctx, []string{id}, true) // the stats RPCs
 	if cur := sample(); cur.forMetrics || cur.Raw.BlkioStats.IoServiceBytesRecursive != nil {

@@ -128,11 +128,11 @@ type Meta struct {
 }
 
 type statsEntry struct {
-	Cur, Prev *Sample
+	cur, prev *Sample
 	// seen is when an RPC first returned cur; zero until one did.
 	seen   time.Time
-	FS     *FSUsage
-	Meta   *Meta
+	fs     *FSUsage
+	meta   *Meta
 	wanted time.Time
 	// metricsWanted is when the CRI metrics last asked for it (collect without fresh).
 	metricsWanted time.Time
@@ -275,8 +275,8 @@ func (c *Collector) Collect(ctx context.Context, ids []string, fresh bool) map[s
 		if !fresh {
 			e.metricsWanted = now
 		}
-		if e.Cur != nil && now.Sub(e.Cur.At) < c.staleAfter && (!fresh || e.seen.IsZero() || now.Sub(e.seen) < c.maxAge) &&
-			(fresh || e.Cur.forMetrics) {
+		if e.cur != nil && now.Sub(e.cur.At) < c.staleAfter && (!fresh || e.seen.IsZero() || now.Sub(e.seen) < c.maxAge) &&
+			(fresh || e.cur.forMetrics) {
 			continue
 		}
 		wait = append(wait, c.startRefreshLocked(id, e))
@@ -299,8 +299,8 @@ func (c *Collector) snapshots(ids []string, seen bool) map[string]Snapshot {
 	now := time.Now()
 	out := make(map[string]Snapshot, len(ids))
 	for _, id := range ids {
-		if e := c.entries[id]; e != nil && e.Cur != nil {
-			out[id] = Snapshot{Cur: e.Cur, Prev: e.Prev, FS: e.FS, Meta: e.Meta}
+		if e := c.entries[id]; e != nil && e.cur != nil {
+			out[id] = Snapshot{Cur: e.cur, Prev: e.prev, FS: e.fs, Meta: e.meta}
 			if seen && e.seen.IsZero() {
 				e.seen = now
 			}
@@ -315,7 +315,7 @@ func (c *Collector) ForgetMeta(id string) {
 	defer c.mu.Unlock()
 	for key, e := range c.entries {
 		if strings.HasPrefix(key, id) {
-			e.Meta = nil
+			e.meta = nil
 		}
 	}
 }
@@ -338,7 +338,7 @@ func (c *Collector) startRefreshLocked(id string, e *statsEntry) chan struct{} {
 	}
 	ch := make(chan struct{})
 	e.inflight = ch
-	meta, fsu := e.Meta, e.FS
+	meta, fsu := e.meta, e.fs
 	forMetrics := !e.metricsWanted.IsZero() && time.Since(e.metricsWanted) <= c.keep
 	go func() {
 		defer close(ch)
@@ -363,13 +363,13 @@ func (c *Collector) startRefreshLocked(id string, e *statsEntry) chan struct{} {
 			}
 			return
 		}
-		e.Meta, e.FS = newMeta, newFS
-		if e.Cur != nil && e.Cur.Running && sample.Running {
-			e.Prev = e.Cur
+		e.meta, e.fs = newMeta, newFS
+		if e.cur != nil && e.cur.Running && sample.Running {
+			e.prev = e.cur
 		} else {
-			e.Prev = nil
+			e.prev = nil
 		}
-		e.Cur, e.seen = sample, time.Time{}
+		e.cur, e.seen = sample, time.Time{}
 	}()
 	return ch
 }
@@ -623,7 +623,7 @@ func (c *Collector) tick(now time.Time) {
 			continue
 		}
 		// Refresh a little ahead so that an RPC between two ticks finds a fresh sample.
-		if e.Cur == nil || now.Sub(e.Cur.At) >= c.interval/2 {
+		if e.cur == nil || now.Sub(e.cur.At) >= c.interval/2 {
 			c.startRefreshLocked(id, e)
 		}
 	}

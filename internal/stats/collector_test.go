@@ -95,7 +95,7 @@ func TestBackgroundRefreshSamplesAContainerWhoseFirstStatsFailed(t *testing.T) {
 	for {
 		c.mu.Lock()
 		e := c.entries[id]
-		sampled := e != nil && e.Cur != nil
+		sampled := e != nil && e.cur != nil
 		c.mu.Unlock()
 		if sampled {
 			break
@@ -120,10 +120,10 @@ func TestBackgroundRoundRefreshesSamplesHalfAnIntervalOld(t *testing.T) {
 	c.mu.Lock()
 	e := c.entries[id]
 	c.mu.Unlock()
-	if e == nil || e.Cur == nil {
+	if e == nil || e.cur == nil {
 		t.Fatal("Collect left no sample")
 	}
-	sampledAt, wanted := e.Cur.At, e.wanted
+	sampledAt, wanted := e.cur.At, e.wanted
 	round := func(now time.Time) (refreshed bool) {
 		before := fake.Calls("ContainerStats")
 		c.tick(now)
