@@ -26,7 +26,7 @@ import (
 // `runsc create` started its sandbox and gofer. Docker alone leaves them running under their
 // containerd shim for ever: Docker 20.10 deletes the task without a kill, which containerd
 // refuses for a task still "created", and Docker 29's kill of it is refused by this runsc;
-// docker kill and stop refuse a container that is not running. See internal/core/sandbox_run.go.
+// docker kill and stop refuse a container that is not running. See internal/core/shim_reclaim.go.
 
 const failingGVisorRuntime = "gvisor-sandbox"
 

@@ -82,7 +82,7 @@ func TestStatsOfARealContainer(t *testing.T) {
 	}
 }
 
-// Ours are Docker's figures: read from the container's cgroups (cgroup_stats.go) rather than
+// Ours are Docker's figures: read from the container's cgroups (internal/stats/cgroup_stats.go) rather than
 // through Docker, between two readings of Docker's own stats, CPU, network and memory figures
 // lie between Docker's, and the process count of an idle container equals Docker's.
 func TestStatsAreDockersFigures(t *testing.T) {
@@ -194,7 +194,7 @@ const (
 	// containersPerPod: kubelet-realistic pods of one or two containers.
 	containersPerPod = 2
 	// rawStatsConcurrency bounds the raw side's GETs in flight, like the cache's own bound
-	// (statsConcurrency in internal/core/stats_collector.go).
+	// (Concurrency in internal/stats/collector.go).
 	rawStatsConcurrency = 32
 	// statsCallsPerIter is the warm calls of each RPC per iteration: they take milliseconds.
 	statsCallsPerIter = 10
@@ -600,7 +600,7 @@ func (sb *statsBench) run(b *testing.B, n int) {
 	b.ReportMetric(ms(idle.others), "others-dockerd-cpu-ms/s")
 }
 
-// statsPeriod is the stats cache's refresh period (statsInterval in internal/core/stats_collector.go).
+// statsPeriod is the stats cache's refresh period (statsInterval in internal/stats/collector.go).
 const statsPeriod = 10 * time.Second
 
 // rawStatsRound gets what a client without the cache needs: the IDs from one `docker ps` of the

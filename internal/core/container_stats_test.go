@@ -15,6 +15,8 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/stats"
 )
 
 // startedContainer creates and starts a container in a pod.
@@ -170,149 +172,14 @@ func TestStatsCallsToDockerAreBoundedAndShared(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := fake.MaxConcurrentStats(); got > statsConcurrency || got < 2 {
-		t.Errorf("%d stats calls in flight at most, want 2..%d", got, statsConcurrency)
+	if got := fake.MaxConcurrentStats(); got > stats.Concurrency || got < 2 {
+		t.Errorf("%d stats calls in flight at most, want 2..%d", got, stats.Concurrency)
 	}
 	if n := fake.Calls("ContainerStats"); n != 20 {
 		t.Errorf("%d Docker stats calls, want one per container (20)", n)
 	}
 	if n := fake.Calls("InspectContainer"); n != 20 {
 		t.Errorf("%d inspects, want one per container, once", n)
-	}
-}
-
-func TestStatsAreRefreshedInTheBackgroundAndGiveACPURate(t *testing.T) {
-	fake := libdocker.NewFake()
-	s := newTestService(t, fake, Options{})
-	t.Cleanup(s.Close)
-	s.stats.interval, s.stats.staleAfter, s.stats.keep = 50*time.Millisecond, time.Hour, time.Hour
-	ctx := context.Background()
-	podID, podCfg := runPod(t, s, "bg", "")
-	id := startedContainer(t, s, podID, podCfg, "c")
-	first, err := s.ContainerStats(ctx, &runtimeapi.ContainerStatsRequest{ContainerId: id})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if first.Stats.Cpu.UsageNanoCores != nil {
-		t.Errorf("a CPU rate from a single sample: %v", first.Stats.Cpu)
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for fake.Calls("ContainerStats") < 3 {
-		if time.Now().After(deadline) {
-			t.Fatalf("no background refresh: %d stats calls", fake.Calls("ContainerStats"))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	next, err := s.ContainerStats(ctx, &runtimeapi.ContainerStatsRequest{ContainerId: id})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The fake's container uses a tenth of a core.
-	rate := next.Stats.Cpu.GetUsageNanoCores().GetValue()
-	if rate < 5e7 || rate > 2e8 || next.Stats.Cpu.Timestamp <= first.Stats.Cpu.Timestamp {
-		t.Errorf("cpu after refresh %v (first %v), want about 1e8 nano cores", next.Stats.Cpu, first.Stats.Cpu)
-	}
-
-	// Containers nobody asks about are forgotten; removed ones stop being sampled.
-	s.stats.mu.Lock()
-	s.stats.keep = 0
-	s.stats.mu.Unlock()
-	if _, err := s.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: id}); err != nil {
-		t.Fatal(err)
-	}
-	deadline = time.Now().Add(5 * time.Second)
-	for {
-		s.stats.mu.Lock()
-		n := len(s.stats.entries)
-		s.stats.mu.Unlock()
-		if n == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d stats entries kept", n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-func TestPodSandboxStatsSumsTheContainersAndTakesTheSandboxNetwork(t *testing.T) {
-	fake := libdocker.NewFake()
-	s := newTestService(t, fake, Options{})
-	t.Cleanup(s.Close)
-	ctx := context.Background()
-	podID, podCfg := runPod(t, s, "pod", "")
-	c1 := startedContainer(t, s, podID, podCfg, "c1")
-	c2 := startedContainer(t, s, podID, podCfg, "c2")
-	otherPod, otherCfg := runPod(t, s, "other", "")
-	startedContainer(t, s, otherPod, otherCfg, "x")
-	for _, id := range []string{podID, c1, c2} {
-		if err := fake.SetStats(id, container.StatsResponse{
-			CPUStats:    container.CPUStats{CPUUsage: container.CPUUsage{TotalUsage: 1e9}},
-			MemoryStats: container.MemoryStats{Usage: 10 << 20, Stats: map[string]uint64{"total_inactive_file": 1 << 20}},
-			PidsStats:   container.PidsStats{Current: 2},
-			Networks:    map[string]container.NetworkStats{"eth0": {RxBytes: 42, TxBytes: 24}},
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	resp, err := s.PodSandboxStats(ctx, &runtimeapi.PodSandboxStatsRequest{PodSandboxId: podID})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := resp.Stats
-	if st.Attributes.Id != podID || st.Attributes.Metadata.GetName() != "pod" || st.Attributes.Labels["app"] != "pod" {
-		t.Errorf("attributes %v", st.Attributes)
-	}
-	l := st.Linux
-	if l.Cpu.UsageCoreNanoSeconds.GetValue() != 3e9 || l.Memory.WorkingSetBytes.GetValue() != 27<<20 || l.Process.ProcessCount.GetValue() != 6 {
-		t.Errorf("pod sums: cpu %v memory %v process %v", l.Cpu, l.Memory, l.Process)
-	}
-	if l.Network.GetDefaultInterface().GetName() != "eth0" || l.Network.DefaultInterface.RxBytes.GetValue() != 42 {
-		t.Errorf("pod network %v", l.Network)
-	}
-	if got := statIDs(l.Containers); !slices.Equal(got, statIDs([]*runtimeapi.ContainerStats{{Attributes: &runtimeapi.ContainerAttributes{Id: c1}}, {Attributes: &runtimeapi.ContainerAttributes{Id: c2}}})) {
-		t.Errorf("pod containers %v", got)
-	}
-
-	list, err := s.ListPodSandboxStats(ctx, &runtimeapi.ListPodSandboxStatsRequest{})
-	if err != nil || len(list.Stats) != 2 {
-		t.Fatalf("ListPodSandboxStats = %v, %v; want both pods", list, err)
-	}
-	list, err = s.ListPodSandboxStats(ctx, &runtimeapi.ListPodSandboxStatsRequest{Filter: &runtimeapi.PodSandboxStatsFilter{LabelSelector: map[string]string{"app": "other"}}})
-	if err != nil || len(list.Stats) != 1 || list.Stats[0].Attributes.Id != otherPod || len(list.Stats[0].Linux.Containers) != 1 {
-		t.Errorf("ListPodSandboxStats by label = %v, %v", list, err)
-	}
-
-	if _, err := s.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: otherPod}); err != nil {
-		t.Fatal(err)
-	}
-	_, err = s.PodSandboxStats(ctx, &runtimeapi.PodSandboxStatsRequest{PodSandboxId: otherPod})
-	wantCode(t, err, codes.NotFound)
-	_, err = s.PodSandboxStats(ctx, &runtimeapi.PodSandboxStatsRequest{})
-	wantCode(t, err, codes.InvalidArgument)
-}
-
-func TestWritableLayerIsMeasuredLikeDu(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(dir, "a", "b"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "a", "f"), make([]byte, 10000), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Link(filepath.Join(dir, "a", "f"), filepath.Join(dir, "a", "b", "g")); err != nil {
-		t.Fatal(err)
-	}
-	u, err := walkUsage(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// dir, a, b and one file (hard-linked twice).
-	if u.inodes != 4 || u.bytes < 10000 || !u.hasInodes {
-		t.Errorf("usage %+v", u)
-	}
-	if _, err := walkUsage(filepath.Join(dir, "missing")); err == nil {
-		t.Error("no error for a missing directory")
 	}
 }
 
@@ -328,7 +195,7 @@ func TestPanicInStatsRefreshIsAnError(t *testing.T) {
 	fake := libdocker.NewFake()
 	s := newTestService(t, fake, Options{})
 	t.Cleanup(s.Close)
-	s.stats.docker = panickyStats{fake}
+	useStats(s, stats.Config{Docker: panickyStats{fake}})
 	podID, podCfg := runPod(t, s, "panic", "")
 	id := startedContainer(t, s, podID, podCfg, "c")
 	_, err := s.ContainerStats(context.Background(), &runtimeapi.ContainerStatsRequest{ContainerId: id})
@@ -425,60 +292,5 @@ func TestContainerStatsAvailableMemoryBelowTheLimitOnly(t *testing.T) {
 		if want == 0 && got != nil || want != 0 && got.GetValue() != want {
 			t.Errorf("usage %d of a 64 MiB limit: available %v, want %d (0: none)", usage, got, want)
 		}
-	}
-}
-
-// ListPodSandboxStats of several pods reports each pod's containers, and a pod's memory usage,
-// rss and page faults are the sums of its sandbox's and its containers'.
-func TestListPodSandboxStatsOfSeveralPods(t *testing.T) {
-	fake := libdocker.NewFake()
-	s := newTestService(t, fake, Options{})
-	ctx := context.Background()
-	want := map[string]string{}
-	for _, name := range []string{"a", "b"} {
-		podID, podCfg := runPod(t, s, name, "")
-		id := startedContainer(t, s, podID, podCfg, "c")
-		want[podID] = id
-		for cid, usage := range map[string]uint64{podID: 1 << 20, id: 8 << 20} {
-			if err := fake.SetStats(cid, container.StatsResponse{MemoryStats: container.MemoryStats{Usage: usage, Limit: 1 << 30,
-				Stats: map[string]uint64{"inactive_file": 0, "anon": usage / 2, "pgfault": 10, "pgmajfault": 1}}}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	resp, err := s.ListPodSandboxStats(ctx, &runtimeapi.ListPodSandboxStatsRequest{})
-	if err != nil || len(resp.Stats) != 2 {
-		t.Fatalf("ListPodSandboxStats = %v, %v; want 2 pods", resp, err)
-	}
-	for _, st := range resp.Stats {
-		id := st.Attributes.GetId()
-		l := st.GetLinux()
-		if len(l.GetContainers()) != 1 || l.Containers[0].GetAttributes().GetId() != want[id] {
-			t.Errorf("pod %.12s: containers %v, want %.12s", id, l.GetContainers(), want[id])
-		}
-		if m := l.GetMemory(); m.GetUsageBytes().GetValue() != 9<<20 || m.GetRssBytes().GetValue() != 9<<19 || m.GetPageFaults().GetValue() != 20 || m.GetMajorPageFaults().GetValue() != 2 {
-			t.Errorf("pod %.12s: memory %v, want the sums of the sandbox's and the container's", id, m)
-		}
-	}
-}
-
-// A pod's default interface is eth0 whatever other interfaces it has (a CNI with a second
-// network, a tunnel sorting before it), as the kubelet's summary expects.
-func TestPodsDefaultInterfaceIsEth0AmongOthers(t *testing.T) {
-	fake := libdocker.NewFake()
-	s := newTestService(t, fake, Options{})
-	t.Cleanup(s.Close)
-	podID, _ := runPod(t, s, "nets", "")
-	nets := map[string]container.NetworkStats{"a0": {RxBytes: 1}, "eth0": {RxBytes: 2}, "net1": {RxBytes: 3}}
-	if err := fake.SetStats(podID, container.StatsResponse{Networks: nets}); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := s.PodSandboxStats(context.Background(), &runtimeapi.PodSandboxStatsRequest{PodSandboxId: podID})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := resp.Stats.GetLinux().GetNetwork()
-	if n.GetDefaultInterface().GetName() != "eth0" || n.GetDefaultInterface().GetRxBytes().GetValue() != 2 || len(n.GetInterfaces()) != 3 {
-		t.Errorf("network %v, want eth0 the default of 3 interfaces", n)
 	}
 }

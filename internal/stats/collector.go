@@ -1,4 +1,7 @@
-package core
+// Package stats samples the CPU, memory, processes, network and writable layer of running
+// containers for the CRI stats and metrics RPCs: from their cgroups where it can, from Docker
+// where it cannot, kept fresh in the background so that the kubelet's polls cost no Docker call.
+package stats
 
 import (
 	"context"
@@ -41,7 +44,7 @@ import (
 // gets a fresh sample at the cost of one stats call per container, at most one per statsMaxAge,
 // and the background refresh then skips the containers it refreshed.
 //
-// The CRI metrics (metrics.go) read the cache without forcing a refresh and without marking a
+// The CRI metrics (core's metrics.go) read the cache without forcing a refresh and without marking a
 // sample seen: every metric carries its sample's timestamp, and scrapers at their own cadence
 // would otherwise cost Docker calls per scrape.
 const (
@@ -50,12 +53,12 @@ const (
 	// statsMaxAge is how long after a sample was first returned by an RPC it is returned again;
 	// a caller asking later gets a new one. crictl samples one second apart (-s 1, the least).
 	statsMaxAge = time.Second
-	// statsConcurrency bounds the Docker stats calls in flight. Docker (20.10 at least) answers
+	// Concurrency bounds the Docker stats calls in flight. Docker (20.10 at least) answers
 	// even one-shot stats from its collector, which samples every subscribed container once per
 	// second: calls made together are served by the same tick, calls queued behind a small
 	// bound wait a tick each (4 in flight made 50 containers take 13 s). The bound keeps a busy
 	// node's refresh to a few ticks without opening hundreds of connections to dockerd.
-	statsConcurrency = 32
+	Concurrency = 32
 	// statsKeep stops refreshing a container no RPC asked about for this long.
 	statsKeep = 2 * time.Minute
 	// fsInterval is how often a writable layer is measured.
@@ -64,48 +67,48 @@ const (
 	statsFetchTimeout = 30 * time.Second
 )
 
-// statsSample is one reading of a container's cgroups, in the units CRI reports.
-type statsSample struct {
-	at         time.Time
-	running    bool
-	cpuTotal   uint64 // ns of CPU time since the container started
-	memUsage   uint64
-	workingSet uint64 // usage without inactive file cache, what the kubelet evicts on
-	rss        uint64
-	pageFaults uint64
-	majFaults  uint64
-	memLimit   uint64
-	swap       uint64
-	hasSwap    bool
-	pids       uint64
-	networks   map[string]container.NetworkStats
-	// raw is Docker's reading, for the CRI metrics (metrics.go).
-	raw *container.StatsResponse
-	// io is the cgroup v2 io.stat read with it, for the I/O operations Docker leaves out on v2.
-	io []ioStat
-	// forMetrics: raw holds the figures only the CRI metrics report (cgroup_stats.go reads them
+// Sample is one reading of a container's cgroups, in the units CRI reports.
+type Sample struct {
+	At         time.Time
+	Running    bool
+	CPUTotal   uint64 // ns of CPU time since the container started
+	MemUsage   uint64
+	WorkingSet uint64 // usage without inactive file cache, what the kubelet evicts on
+	RSS        uint64
+	PageFaults uint64
+	MajFaults  uint64
+	MemLimit   uint64
+	Swap       uint64
+	HasSwap    bool
+	Pids       uint64
+	Networks   map[string]container.NetworkStats
+	// Raw is Docker's reading, for the CRI metrics.
+	Raw *container.StatsResponse
+	// IO is the cgroup v2 io.stat read with it, for the I/O operations Docker leaves out on v2.
+	IO []IOStat
+	// forMetrics: Raw holds the figures only the CRI metrics report (cgroup_stats.go reads them
 	// only for containers the metrics asked about within keep; Docker's stats always have them).
 	forMetrics bool
 }
 
-// fsUsage is a measured writable layer.
-type fsUsage struct {
-	at     time.Time
-	bytes  uint64
-	inodes uint64
-	// hasInodes is false when the size came from Docker's disk usage, which counts no inodes.
-	hasInodes bool
+// FSUsage is a measured writable layer.
+type FSUsage struct {
+	At     time.Time
+	Bytes  uint64
+	Inodes uint64
+	// HasInodes is false when the size came from Docker's disk usage, which counts no inodes.
+	HasInodes bool
 }
 
-// containerMeta is what a container's stats need from one Docker inspect, taken once (again
+// Meta is what a container's stats need from one Docker inspect, taken once (again
 // after UpdateContainerResources).
-type containerMeta struct {
+type Meta struct {
 	upperDir string // the overlay2 upper directory: the writable layer
-	pid      int
+	Pid      int
 	// runscPath is set for a gVisor container (behind the runc shim): its processes are the
 	// sandbox's, which the host's cgroup does not count.
 	runscPath   string
-	hostNetwork bool
+	HostNetwork bool
 	// ownNetwork: the container has a network namespace of its own (not the host's, not another
 	// container's), whose interfaces are its stats' networks.
 	ownNetwork bool
@@ -118,18 +121,18 @@ type containerMeta struct {
 	// beforeStart: taken before the container started (no process yet); taken again.
 	beforeStart bool
 	// For the CRI metrics: the Docker name and image, the start time and the limits.
-	name      string
-	image     string
-	startedAt time.Time
-	resources container.Resources
+	Name      string
+	Image     string
+	StartedAt time.Time
+	Resources container.Resources
 }
 
 type statsEntry struct {
-	cur, prev *statsSample
+	cur, prev *Sample
 	// seen is when an RPC first returned cur; zero until one did.
 	seen   time.Time
-	fs     *fsUsage
-	meta   *containerMeta
+	fs     *FSUsage
+	meta   *Meta
 	wanted time.Time
 	// metricsWanted is when the CRI metrics last asked for it (collect without fresh).
 	metricsWanted time.Time
@@ -138,26 +141,27 @@ type statsEntry struct {
 	lastErr  error
 }
 
-// statsSnapshot is what an RPC gets for one container.
-type statsSnapshot struct {
-	cur, prev *statsSample
-	fs        *fsUsage
-	meta      *containerMeta
+// Snapshot is what an RPC gets for one container.
+type Snapshot struct {
+	Cur, Prev *Sample
+	FS        *FSUsage
+	Meta      *Meta
 }
 
-// usageNanoCores is the CPU rate between the last two samples; ok is false before there are two.
-func (s statsSnapshot) usageNanoCores() (uint64, bool) {
-	if s.cur == nil || s.prev == nil || !s.cur.running || !s.prev.running || s.cur.cpuTotal < s.prev.cpuTotal {
+// UsageNanoCores is the CPU rate between the last two samples; ok is false before there are two.
+func (s Snapshot) UsageNanoCores() (uint64, bool) {
+	if s.Cur == nil || s.Prev == nil || !s.Cur.Running || !s.Prev.Running || s.Cur.CPUTotal < s.Prev.CPUTotal {
 		return 0, false
 	}
-	dt := s.cur.at.Sub(s.prev.at)
+	dt := s.Cur.At.Sub(s.Prev.At)
 	if dt <= 0 {
 		return 0, false
 	}
-	return uint64(float64(s.cur.cpuTotal-s.prev.cpuTotal) / dt.Seconds()), true
+	return uint64(float64(s.Cur.CPUTotal-s.Prev.CPUTotal) / dt.Seconds()), true
 }
 
-type statsCollector struct {
+// Collector keeps a sample of each container an RPC asked about, refreshed in the background.
+type Collector struct {
 	docker     libdocker.Client
 	log        *logrus.Entry
 	interval   time.Duration
@@ -167,12 +171,12 @@ type statsCollector struct {
 	maxAge     time.Duration
 	sem        chan struct{}
 	// host is where the node's cgroups and processes are (cgroups.go).
-	host hostFS
+	host Host
 	// snapshotUpperDir finds a container's writable layer where Docker's inspect has none
-	// (the containerd image store); "" when unknown. Set by the service.
+	// (the containerd image store); "" when unknown.
 	snapshotUpperDir func(ctx context.Context, id string) string
 	// runscPath is the runsc binary of a HostConfig.Runtime that Docker runs as gVisor behind
-	// the runc shim, "" for any other runtime. Set by the service.
+	// the runc shim, "" for any other runtime.
 	runscPath func(ctx context.Context, runtime string) string
 	// runsc reads the task count of such a container from its sandbox.
 	runsc runscstats.Reader
@@ -191,31 +195,72 @@ type statsCollector struct {
 	memTotalOnce sync.Once
 }
 
-func newStatsCollector(docker libdocker.Client, log *logrus.Entry) *statsCollector {
-	return &statsCollector{
-		docker:     docker,
-		log:        log,
-		interval:   statsInterval,
-		keep:       statsKeep,
-		fsEvery:    fsInterval,
-		staleAfter: 2 * statsInterval,
-		maxAge:     statsMaxAge,
-		host:       nodeHostFS(),
-		runsc:      runscstats.Reader{Proc: nodeHostFS().proc},
-		sem:        make(chan struct{}, statsConcurrency),
-		entries:    map[string]*statsEntry{},
-		stop:       make(chan struct{}),
-		done:       make(chan struct{}),
-	}
+// Config is what a Collector works with. Zero fields take the defaults.
+type Config struct {
+	Docker libdocker.Client
+	Log    *logrus.Entry
+	// SnapshotUpperDir finds a container's writable layer where Docker's inspect has none
+	// (the containerd image store); "" when unknown.
+	SnapshotUpperDir func(ctx context.Context, id string) string
+	// RunscPath is the runsc binary of a HostConfig.Runtime that Docker runs as gVisor behind
+	// the runc shim, "" for any other runtime.
+	RunscPath func(ctx context.Context, runtime string) string
+	// Host is where the node's /sys and /proc are; the zero Host is the node's own.
+	Host Host
+	// Runsc reads the task counts of gVisor sandboxes; nil is runsc on Host's /proc.
+	Runsc *runscstats.Reader
+	// Interval is the background refresh period, MaxAge how long after an RPC first got a
+	// sample another gets it too, StaleAfter when a sample is too old for any RPC, Keep how
+	// long a container no RPC asks about is refreshed. Tests shorten them.
+	Interval, MaxAge, StaleAfter, Keep time.Duration
 }
 
-// collect returns a snapshot for each id, refreshing (with bounded concurrency) those without a
+// New returns a Collector; its background refresh starts with the first Collect.
+func New(cfg Config) *Collector {
+	c := &Collector{
+		docker:           cfg.Docker,
+		log:              cfg.Log,
+		interval:         statsInterval,
+		keep:             statsKeep,
+		fsEvery:          fsInterval,
+		staleAfter:       2 * statsInterval,
+		maxAge:           statsMaxAge,
+		host:             nodeHost(),
+		snapshotUpperDir: cfg.SnapshotUpperDir,
+		runscPath:        cfg.RunscPath,
+		sem:              make(chan struct{}, Concurrency),
+		entries:          map[string]*statsEntry{},
+		stop:             make(chan struct{}),
+		done:             make(chan struct{}),
+	}
+	if cfg.Host != (Host{}) {
+		c.host = cfg.Host
+	}
+	c.runsc = runscstats.Reader{Proc: c.host.proc}
+	if cfg.Runsc != nil {
+		c.runsc = *cfg.Runsc
+	}
+	for _, d := range []struct {
+		set time.Duration
+		to  *time.Duration
+	}{{cfg.Interval, &c.interval}, {cfg.MaxAge, &c.maxAge}, {cfg.StaleAfter, &c.staleAfter}, {cfg.Keep, &c.keep}} {
+		if d.set != 0 {
+			*d.to = d.set
+		}
+	}
+	return c
+}
+
+// Host is where the collector reads the node's cgroups and processes.
+func (c *Collector) Host() Host { return c.host }
+
+// Collect returns a snapshot for each id, refreshing (with bounded concurrency) those without a
 // recent sample, and marks them wanted so the background loop keeps them fresh. With fresh (the
 // stats RPCs), a sample that an RPC was first given statsMaxAge ago or earlier is refreshed too,
 // and the samples returned are marked seen. Without (the CRI metrics), a sample without the
 // metrics' figures is refreshed, and the samples of ids keep them for keep. Containers that Docker no longer knows are left
 // out; other failures are logged and leave the id out too.
-func (c *statsCollector) collect(ctx context.Context, ids []string, fresh bool) map[string]statsSnapshot {
+func (c *Collector) Collect(ctx context.Context, ids []string, fresh bool) map[string]Snapshot {
 	c.ensureRunning()
 	now := time.Now()
 	var wait []chan struct{}
@@ -230,7 +275,7 @@ func (c *statsCollector) collect(ctx context.Context, ids []string, fresh bool) 
 		if !fresh {
 			e.metricsWanted = now
 		}
-		if e.cur != nil && now.Sub(e.cur.at) < c.staleAfter && (!fresh || e.seen.IsZero() || now.Sub(e.seen) < c.maxAge) &&
+		if e.cur != nil && now.Sub(e.cur.At) < c.staleAfter && (!fresh || e.seen.IsZero() || now.Sub(e.seen) < c.maxAge) &&
 			(fresh || e.cur.forMetrics) {
 			continue
 		}
@@ -248,14 +293,14 @@ func (c *statsCollector) collect(ctx context.Context, ids []string, fresh bool) 
 }
 
 // snapshots returns the current samples of ids; seen marks those not yet returned as seen now.
-func (c *statsCollector) snapshots(ids []string, seen bool) map[string]statsSnapshot {
+func (c *Collector) snapshots(ids []string, seen bool) map[string]Snapshot {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := time.Now()
-	out := make(map[string]statsSnapshot, len(ids))
+	out := make(map[string]Snapshot, len(ids))
 	for _, id := range ids {
 		if e := c.entries[id]; e != nil && e.cur != nil {
-			out[id] = statsSnapshot{cur: e.cur, prev: e.prev, fs: e.fs, meta: e.meta}
+			out[id] = Snapshot{Cur: e.cur, Prev: e.prev, FS: e.fs, Meta: e.meta}
 			if seen && e.seen.IsZero() {
 				e.seen = now
 			}
@@ -264,8 +309,8 @@ func (c *statsCollector) snapshots(ids []string, seen bool) map[string]statsSnap
 	return out
 }
 
-// forgetMeta makes the next refresh of id inspect it again, after its resources changed.
-func (c *statsCollector) forgetMeta(id string) {
+// ForgetMeta makes the next refresh of id inspect it again, after its resources changed.
+func (c *Collector) ForgetMeta(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for key, e := range c.entries {
@@ -275,8 +320,8 @@ func (c *statsCollector) forgetMeta(id string) {
 	}
 }
 
-// lastError is the error of the last refresh of id, if it failed.
-func (c *statsCollector) lastError(id string) error {
+// LastError is the error of the last refresh of id, if it failed.
+func (c *Collector) LastError(id string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e := c.entries[id]; e != nil {
@@ -287,7 +332,7 @@ func (c *statsCollector) lastError(id string) error {
 
 // startRefreshLocked starts a refresh of id unless one runs, and returns the channel closed at
 // its end; c.mu must be held.
-func (c *statsCollector) startRefreshLocked(id string, e *statsEntry) chan struct{} {
+func (c *Collector) startRefreshLocked(id string, e *statsEntry) chan struct{} {
 	if e.inflight != nil {
 		return e.inflight
 	}
@@ -299,9 +344,9 @@ func (c *statsCollector) startRefreshLocked(id string, e *statsEntry) chan struc
 		defer close(ch)
 		ctx, cancel := context.WithTimeout(context.Background(), statsFetchTimeout)
 		defer cancel()
-		var sample *statsSample
-		var newMeta *containerMeta
-		var newFS *fsUsage
+		var sample *Sample
+		var newMeta *Meta
+		var newFS *FSUsage
 		var err error
 		if perr := supervise.Run(c.log, "stats refresh of "+id, func() { sample, newMeta, newFS, err = c.fetch(ctx, id, meta, fsu, forMetrics) }); perr != nil {
 			err = perr
@@ -319,7 +364,7 @@ func (c *statsCollector) startRefreshLocked(id string, e *statsEntry) chan struc
 			return
 		}
 		e.meta, e.fs = newMeta, newFS
-		if e.cur != nil && e.cur.running && sample.running {
+		if e.cur != nil && e.cur.Running && sample.Running {
 			e.prev = e.cur
 		} else {
 			e.prev = nil
@@ -331,7 +376,7 @@ func (c *statsCollector) startRefreshLocked(id string, e *statsEntry) chan struc
 
 // fetch takes a sample of id, inspecting it the first time and measuring its writable layer
 // when that is older than fsEvery; with forMetrics, one with the figures of the CRI metrics.
-func (c *statsCollector) fetch(ctx context.Context, id string, meta *containerMeta, fsu *fsUsage, forMetrics bool) (*statsSample, *containerMeta, *fsUsage, error) {
+func (c *Collector) fetch(ctx context.Context, id string, meta *Meta, fsu *FSUsage, forMetrics bool) (*Sample, *Meta, *FSUsage, error) {
 	select {
 	case c.sem <- struct{}{}:
 	case <-ctx.Done():
@@ -343,28 +388,28 @@ func (c *statsCollector) fetch(ctx context.Context, id string, meta *containerMe
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		meta = &containerMeta{}
+		meta = &Meta{}
 		if inspect.GraphDriver.Name == "overlay2" {
 			meta.upperDir = inspect.GraphDriver.Data["UpperDir"]
 		} else if c.snapshotUpperDir != nil {
 			meta.upperDir = c.snapshotUpperDir(ctx, id)
 		}
-		meta.name = strings.TrimPrefix(inspect.Name, "/")
+		meta.Name = strings.TrimPrefix(inspect.Name, "/")
 		if inspect.Config != nil {
-			meta.image = inspect.Config.Image
+			meta.Image = inspect.Config.Image
 		}
 		if inspect.State != nil {
-			meta.pid = inspect.State.Pid
-			meta.startedAt, _ = time.Parse(time.RFC3339Nano, inspect.State.StartedAt)
+			meta.Pid = inspect.State.Pid
+			meta.StartedAt, _ = time.Parse(time.RFC3339Nano, inspect.State.StartedAt)
 		}
-		if meta.pid > 0 {
-			meta.unifiedDir = c.host.unifiedDir(meta.pid)
-			meta.cgroups, meta.hasCgroups = c.host.containerCgroupsOf(id, meta.pid)
+		if meta.Pid > 0 {
+			meta.unifiedDir = c.host.unifiedDir(meta.Pid)
+			meta.cgroups, meta.hasCgroups = c.host.containerCgroupsOf(id, meta.Pid)
 		}
 		if inspect.HostConfig != nil {
-			meta.hostNetwork = inspect.HostConfig.NetworkMode.IsHost()
-			meta.ownNetwork = !meta.hostNetwork && !inspect.HostConfig.NetworkMode.IsContainer()
-			meta.resources = inspect.HostConfig.Resources
+			meta.HostNetwork = inspect.HostConfig.NetworkMode.IsHost()
+			meta.ownNetwork = !meta.HostNetwork && !inspect.HostConfig.NetworkMode.IsContainer()
+			meta.Resources = inspect.HostConfig.Resources
 			if c.runscPath != nil {
 				meta.runscPath = c.runscPath(ctx, inspect.HostConfig.Runtime)
 			}
@@ -374,14 +419,14 @@ func (c *statsCollector) fetch(ctx context.Context, id string, meta *containerMe
 	var st container.StatsResponse
 	direct := false
 	if meta.hasCgroups {
-		st, direct = c.host.readContainerStats(meta.cgroups, meta.pid, meta.ownNetwork, c.nodeMemory(), forMetrics)
+		st, direct = c.host.readContainerStats(meta.cgroups, meta.Pid, meta.ownNetwork, c.nodeMemory(), forMetrics)
 	}
 	if !direct {
 		var err error
 		if st, err = c.docker.ContainerStats(ctx, id); err != nil {
 			return nil, nil, nil, err
 		}
-		if !st.Read.IsZero() && meta.pid == 0 {
+		if !st.Read.IsZero() && meta.Pid == 0 {
 			// Inspected before it started: inspect again next time, for its process.
 			meta.beforeStart = true
 		}
@@ -389,25 +434,25 @@ func (c *statsCollector) fetch(ctx context.Context, id string, meta *containerMe
 	st.ID = id
 	sample := sampleFromDocker(st)
 	sample.forMetrics = forMetrics || !direct
-	if sample.running && meta.unifiedDir != "" {
+	if sample.Running && meta.unifiedDir != "" {
 		// Docker's stats on cgroup v2 have no swap and no I/O operations (cgroups.go).
-		if !sample.hasSwap {
-			sample.swap, sample.hasSwap = readCgroupV2Swap(meta.unifiedDir)
+		if !sample.HasSwap {
+			sample.Swap, sample.HasSwap = readCgroupV2Swap(meta.unifiedDir)
 		}
 		if sample.forMetrics {
-			sample.io, _ = readCgroupV2IO(meta.unifiedDir)
+			sample.IO, _ = readCgroupV2IO(meta.unifiedDir)
 		}
 	}
-	if sample.running && meta.runscPath != "" {
+	if sample.Running && meta.runscPath != "" {
 		// The host's pids cgroup counts the Sentry's and the gofer's threads; the kubelet
 		// ranks pods by their own processes, as containerd's gVisor shim reports them.
-		if n, err := c.runsc.Tasks(ctx, meta.runscPath, meta.pid, id); err == nil {
-			sample.pids = n
+		if n, err := c.runsc.Tasks(ctx, meta.runscPath, meta.Pid, id); err == nil {
+			sample.Pids = n
 		} else {
 			c.log.WithField("container", id).Debugf("stats: the gVisor sandbox's tasks: %v", err)
 		}
 	}
-	if fsu == nil || time.Since(fsu.at) >= c.fsEvery {
+	if fsu == nil || time.Since(fsu.At) >= c.fsEvery {
 		if measured, err := c.measureWritableLayer(ctx, id, meta.upperDir); err == nil {
 			fsu = measured
 		} else {
@@ -418,19 +463,19 @@ func (c *statsCollector) fetch(ctx context.Context, id string, meta *containerMe
 }
 
 // nodeMemory is the node's MemTotal, read once: Docker caps a container's memory limit there.
-func (c *statsCollector) nodeMemory() uint64 {
+func (c *Collector) nodeMemory() uint64 {
 	c.memTotalOnce.Do(func() { c.memTotal = c.host.memTotal() })
 	return c.memTotal
 }
 
 // sampleFromDocker converts Docker's stats (cgroup v1 or v2 key names) into a sample.
-func sampleFromDocker(st container.StatsResponse) *statsSample {
-	s := &statsSample{at: st.Read, running: !st.Read.IsZero()}
-	if !s.running {
-		s.at = time.Now()
+func sampleFromDocker(st container.StatsResponse) *Sample {
+	s := &Sample{At: st.Read, Running: !st.Read.IsZero()}
+	if !s.Running {
+		s.At = time.Now()
 		return s
 	}
-	s.cpuTotal = st.CPUStats.CPUUsage.TotalUsage
+	s.CPUTotal = st.CPUStats.CPUUsage.TotalUsage
 	m := st.MemoryStats
 	stat := func(v1, v2 string) uint64 {
 		if v, ok := m.Stats[v1]; ok {
@@ -438,32 +483,32 @@ func sampleFromDocker(st container.StatsResponse) *statsSample {
 		}
 		return m.Stats[v2]
 	}
-	s.memUsage = m.Usage
+	s.MemUsage = m.Usage
 	inactive := stat("total_inactive_file", "inactive_file")
-	if s.memUsage > inactive {
-		s.workingSet = s.memUsage - inactive
+	if s.MemUsage > inactive {
+		s.WorkingSet = s.MemUsage - inactive
 	}
-	s.rss = stat("total_rss", "anon")
-	s.pageFaults = stat("total_pgfault", "pgfault")
-	s.majFaults = stat("total_pgmajfault", "pgmajfault")
-	s.memLimit = m.Limit
+	s.RSS = stat("total_rss", "anon")
+	s.PageFaults = stat("total_pgfault", "pgfault")
+	s.MajFaults = stat("total_pgmajfault", "pgmajfault")
+	s.MemLimit = m.Limit
 	if v, ok := m.Stats["total_swap"]; ok {
-		s.swap, s.hasSwap = v, true
+		s.Swap, s.HasSwap = v, true
 	} else if v, ok := m.Stats["swap"]; ok {
-		s.swap, s.hasSwap = v, true
+		s.Swap, s.HasSwap = v, true
 	}
-	s.pids = st.PidsStats.Current
-	s.networks = st.Networks
-	s.raw = &st
+	s.Pids = st.PidsStats.Current
+	s.Networks = st.Networks
+	s.Raw = &st
 	return s
 }
 
 // measureWritableLayer walks an overlay2 upper directory the way du does (allocated blocks,
 // hard links once); without one it falls back to Docker's disk usage, taken at most once per
 // fsEvery for all containers.
-func (c *statsCollector) measureWritableLayer(ctx context.Context, id, upperDir string) (*fsUsage, error) {
+func (c *Collector) measureWritableLayer(ctx context.Context, id, upperDir string) (*FSUsage, error) {
 	if upperDir != "" {
-		if u, err := walkUsage(upperDir); err == nil {
+		if u, err := WalkUsage(upperDir); err == nil {
 			return u, nil
 		} else if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, fs.ErrPermission) {
 			return nil, err
@@ -491,14 +536,14 @@ func (c *statsCollector) measureWritableLayer(ctx context.Context, id, upperDir 
 			return nil, err
 		}
 		c.sizes[id] = rw
-		return &fsUsage{at: time.Now(), bytes: uint64(max(rw, 0))}, nil
+		return &FSUsage{At: time.Now(), Bytes: uint64(max(rw, 0))}, nil
 	}
-	return &fsUsage{at: c.sizesAt, bytes: uint64(max(size, 0))}, nil
+	return &FSUsage{At: c.sizesAt, Bytes: uint64(max(size, 0))}, nil
 }
 
-// walkUsage sums the allocated bytes and counts the inodes under dir.
-func walkUsage(dir string) (*fsUsage, error) {
-	u := &fsUsage{at: time.Now(), hasInodes: true}
+// WalkUsage sums the allocated bytes and counts the inodes under dir.
+func WalkUsage(dir string) (*FSUsage, error) {
+	u := &FSUsage{At: time.Now(), HasInodes: true}
 	seen := map[uint64]bool{}
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -513,8 +558,8 @@ func walkUsage(dir string) (*fsUsage, error) {
 		}
 		st, ok := info.Sys().(*syscall.Stat_t)
 		if !ok {
-			u.bytes += uint64(max(info.Size(), 0))
-			u.inodes++
+			u.Bytes += uint64(max(info.Size(), 0))
+			u.Inodes++
 			return nil
 		}
 		if st.Nlink > 1 && !d.IsDir() {
@@ -523,8 +568,8 @@ func walkUsage(dir string) (*fsUsage, error) {
 			}
 			seen[st.Ino] = true
 		}
-		u.bytes += uint64(st.Blocks) * 512
-		u.inodes++
+		u.Bytes += uint64(st.Blocks) * 512
+		u.Inodes++
 		return nil
 	})
 	if err != nil {
@@ -534,7 +579,7 @@ func walkUsage(dir string) (*fsUsage, error) {
 }
 
 // ensureRunning starts the background refresh on first use.
-func (c *statsCollector) ensureRunning() {
+func (c *Collector) ensureRunning() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.running {
@@ -551,7 +596,7 @@ func (c *statsCollector) ensureRunning() {
 
 // loop refreshes, every interval, the containers an RPC asked about within keep, and forgets
 // the others.
-func (c *statsCollector) loop() {
+func (c *Collector) loop() {
 	defer close(c.done)
 	ticker := time.NewTicker(c.interval)
 	defer ticker.Stop()
@@ -567,7 +612,7 @@ func (c *statsCollector) loop() {
 
 // tick is one round of the background refresh at now (a parameter, so that tests can run a
 // round at any point of a sample's life without waiting for the ticker).
-func (c *statsCollector) tick(now time.Time) {
+func (c *Collector) tick(now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for id, e := range c.entries {
@@ -578,14 +623,14 @@ func (c *statsCollector) tick(now time.Time) {
 			continue
 		}
 		// Refresh a little ahead so that an RPC between two ticks finds a fresh sample.
-		if e.cur == nil || now.Sub(e.cur.at) >= c.interval/2 {
+		if e.cur == nil || now.Sub(e.cur.At) >= c.interval/2 {
 			c.startRefreshLocked(id, e)
 		}
 	}
 }
 
-// close stops the background refresh.
-func (c *statsCollector) close() {
+// Close stops the background refresh.
+func (c *Collector) Close() {
 	c.mu.Lock()
 	select {
 	case <-c.stop:

@@ -17,6 +17,8 @@ import (
 
 	"github.com/cri-dockerd/cri-dockerd/internal/execkill/execkilltest"
 	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/stats"
 )
 
 // newSandboxedService is newTestService on d, with one started container; the container's init
@@ -43,7 +45,7 @@ func newSandboxedService(t *testing.T, d *execkilltest.SandboxedDocker, levels i
 	s.layers.upperDir = func(context.Context, string, string, string, string) (string, error) {
 		return "", errors.New("no containerd")
 	}
-	s.stats.host = hostFS{sys: t.TempDir(), proc: t.TempDir()}
+	useStats(s, stats.Config{Host: stats.NewHost(t.TempDir(), t.TempDir())})
 	t.Cleanup(s.Close)
 
 	podID, podCfg := runPod(t, s, "p", "")
@@ -55,7 +57,7 @@ func newSandboxedService(t *testing.T, d *execkilltest.SandboxedDocker, levels i
 	if err != nil {
 		t.Fatal(err)
 	}
-	proc := s.stats.host.proc
+	proc := s.stats.Host().Proc()
 	dir := filepath.Join(proc, strconv.Itoa(c.State.Pid))
 	for _, p := range []string{filepath.Join(dir, "ns"), filepath.Join(proc, "self", "ns")} {
 		if err := os.MkdirAll(p, 0o755); err != nil {

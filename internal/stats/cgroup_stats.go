@@ -1,4 +1,4 @@
-package core
+package stats
 
 import (
 	"bytes"
@@ -44,7 +44,7 @@ type containerCgroups struct {
 
 // containerCgroupsOf resolves the cgroups of container id from its process pid; ok is false
 // when pid is not in cgroups named after id (gone, reused, or a layout we do not know).
-func (h hostFS) containerCgroupsOf(id string, pid int) (containerCgroups, bool) {
+func (h Host) containerCgroupsOf(id string, pid int) (containerCgroups, bool) {
 	if pid <= 0 || id == "" {
 		return containerCgroups{}, false
 	}
@@ -70,7 +70,7 @@ func (h hostFS) containerCgroupsOf(id string, pid int) (containerCgroups, bool) 
 // and memory.stat, the task count): 5 files of v1's 14. The kubelet asks for every container's
 // stats every 10 s; the CRI metrics (user and system CPU, throttling, failcnt, peak usage,
 // block I/O, the pids limit) are asked for by few nodes.
-func (h hostFS) readContainerStats(cg containerCgroups, pid int, ownNetwork bool, memTotal uint64, forMetrics bool) (container.StatsResponse, bool) {
+func (h Host) readContainerStats(cg containerCgroups, pid int, ownNetwork bool, memTotal uint64, forMetrics bool) (container.StatsResponse, bool) {
 	var st container.StatsResponse
 	st.Read = time.Now()
 	var ok bool
@@ -86,7 +86,7 @@ func (h hostFS) readContainerStats(cg containerCgroups, pid int, ownNetwork bool
 		st.MemoryStats.Limit = memTotal
 	}
 	if ownNetwork {
-		if nets, err := h.readNetDev(pid); err == nil {
+		if nets, err := h.NetDev(pid); err == nil {
 			st.Networks = nets
 		}
 	}
@@ -207,8 +207,8 @@ func readStatsV2(dir string, st *container.StatsResponse, forMetrics bool) bool 
 		if ios, ok := readCgroupV2IO(dir); ok {
 			for _, e := range ios {
 				st.BlkioStats.IoServiceBytesRecursive = append(st.BlkioStats.IoServiceBytesRecursive,
-					container.BlkioStatEntry{Major: e.major, Minor: e.minor, Op: "read", Value: e.rbytes},
-					container.BlkioStatEntry{Major: e.major, Minor: e.minor, Op: "write", Value: e.wbytes})
+					container.BlkioStatEntry{Major: e.Major, Minor: e.Minor, Op: "read", Value: e.RBytes},
+					container.BlkioStatEntry{Major: e.Major, Minor: e.Minor, Op: "write", Value: e.WBytes})
 			}
 		}
 		st.PidsStats.Limit = readMax(filepath.Join(dir, "pids.max"))
@@ -284,7 +284,7 @@ func readMax(path string) uint64 {
 }
 
 // memTotal is the node's memory (MemTotal of /proc/meminfo) in bytes; 0 when unknown.
-func (h hostFS) memTotal() uint64 {
+func (h Host) memTotal() uint64 {
 	raw, err := os.ReadFile(filepath.Join(h.proc, "meminfo"))
 	if err != nil {
 		return 0

@@ -1,4 +1,6 @@
-package core
+// Package imagevolume mounts images as volumes of containers (Kubernetes ImageVolume) and keeps
+// the index of which containers mount which images.
+package imagevolume
 
 // Image volumes (Kubernetes ImageVolume): a CRI Mount whose Image is set mounts that image's
 // filesystem read-only at container_path, or only its image_sub_path.
@@ -9,7 +11,7 @@ package core
 // layer directories Docker reports, or a read-only bind of a single layer) and give Docker a
 // read-only bind of that directory or of the resolved sub path. Other storage drivers are refused.
 //
-// What a container mounts is recorded in its imageVolumesLabel, so that ContainerStatus reports
+// What a container mounts is recorded in its Label, so that ContainerStatus reports
 // it, StartContainer re-establishes a mount that is gone (after a reboot), RemoveContainer
 // unmounts, and a restarted cri-dockerd rebuilds the in-memory index that lets RemoveImage refuse
 // to remove an image mounted by a container.
@@ -34,6 +36,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/api/types/versions"
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
@@ -46,10 +49,12 @@ import (
 )
 
 const (
-	// imageVolumesLabel holds a container's image volumes (imageVolumeSet, JSON).
-	imageVolumesLabel = ourLabelPrefix + "image-volumes"
-	// imageVolumesDir is the directory under the root directory that holds our own mounts.
-	imageVolumesDir = "image-volumes"
+	// Label holds a container's image volumes (imageVolumeSet, JSON).
+	Label = "io.cri-dockerd.image-volumes"
+	// Dir is the directory under the root directory that holds our own mounts.
+	Dir = "image-volumes"
+	// NativeAPIVersion is the first Engine API (Docker 28) with mounts of type image.
+	NativeAPIVersion = "1.48"
 	// imageVolumeReapInterval is how often the mounts of containers removed without
 	// RemoveContainer (RemovePodSandbox, docker rm) are looked for, while there are any mounts.
 	imageVolumeReapInterval = 10 * time.Second
@@ -57,7 +62,7 @@ const (
 	maxMountData = 4095
 )
 
-// imageVolumeSet is what a container's imageVolumesLabel records.
+// imageVolumeSet is what a container's Label records.
 type imageVolumeSet struct {
 	Version int `json:"v"`
 	// Key names the directory ROOT/image-volumes/<key> of our own mounts; empty when Docker
@@ -81,25 +86,25 @@ type imageVolumeMount struct {
 }
 
 func parseImageVolumes(labels map[string]string) (*imageVolumeSet, error) {
-	raw, ok := labels[imageVolumesLabel]
+	raw, ok := labels[Label]
 	if !ok {
 		return nil, nil
 	}
 	var set imageVolumeSet
 	if err := json.Unmarshal([]byte(raw), &set); err != nil {
-		return nil, fmt.Errorf("label %s: %w", imageVolumesLabel, err)
+		return nil, fmt.Errorf("label %s: %w", Label, err)
 	}
 	return &set, nil
 }
 
-// layerMounter mounts image layers read-only; the tests replace it.
-type layerMounter interface {
-	// mountLayers mounts layers (top first) read-only on target, an existing directory.
-	mountLayers(target string, layers []string) error
-	// unmount detaches whatever is mounted on target; nothing mounted is not an error.
-	unmount(target string) error
-	// mountPointsUnder lists the mount points at or below dir.
-	mountPointsUnder(dir string) ([]string, error)
+// Mounter mounts image layers read-only; the tests replace it.
+type Mounter interface {
+	// MountLayers mounts layers (top first) read-only on target, an existing directory.
+	MountLayers(target string, layers []string) error
+	// Unmount detaches whatever is mounted on target; nothing mounted is not an error.
+	Unmount(target string) error
+	// MountPointsUnder lists the mount points at or below dir.
+	MountPointsUnder(dir string) ([]string, error)
 }
 
 // imageVolumeUser is a container (or a CreateContainer in progress) that mounts images.
@@ -108,13 +113,15 @@ type imageVolumeUser struct {
 	set  imageVolumeSet
 }
 
-// imageVolumes is the in-memory index of the containers that mount images, and our mounts.
-type imageVolumes struct {
+// Manager is the in-memory index of the containers that mount images, and our mounts.
+type Manager struct {
 	docker  libdocker.Client
 	log     *logrus.Entry
 	dir     string // ROOT/image-volumes; "" without a root directory
-	mounter layerMounter
+	mounter Mounter
 	locks   keyedmutex.Mutex // per container ID / pending key
+	// dockerError is the caller's mapping of Docker's errors to gRPC statuses.
+	dockerError func(err error, format string, args ...any) error
 
 	mu sync.Mutex
 	// users by container ID; a CreateContainer in progress is under "pending/" + its key.
@@ -124,23 +131,46 @@ type imageVolumes struct {
 	done chan struct{}
 }
 
-func newImageVolumes(docker libdocker.Client, log *logrus.Entry, rootDir string) *imageVolumes {
-	v := &imageVolumes{docker: docker, log: log, mounter: linuxMounter{}, users: map[string]*imageVolumeUser{}}
-	if rootDir != "" {
-		v.dir = filepath.Join(rootDir, imageVolumesDir)
+// Config is what a Manager works with.
+type Config struct {
+	Docker libdocker.Client
+	Log    *logrus.Entry
+	// RootDirectory holds Dir, our own mounts; "" for none (only Docker's native mounts).
+	RootDirectory string
+	// Mounter replaces mount(2) (tests); nil is the kernel's.
+	Mounter Mounter
+	// DockerError turns an error from Docker into the gRPC status a CRI caller gets, keeping
+	// what the call was doing: the caller's, so that image volumes answer as its other RPCs do;
+	// nil wraps the error as it is.
+	DockerError func(err error, format string, args ...any) error
+}
+
+// New returns a Manager; Start loads its index.
+func New(cfg Config) *Manager {
+	v := &Manager{docker: cfg.Docker, log: cfg.Log, mounter: cfg.Mounter, dockerError: cfg.DockerError, users: map[string]*imageVolumeUser{}}
+	if v.mounter == nil {
+		v.mounter = linuxMounter{}
+	}
+	if v.dockerError == nil {
+		v.dockerError = func(err error, format string, args ...any) error {
+			return fmt.Errorf(format+": %w", append(args, err)...)
+		}
+	}
+	if cfg.RootDirectory != "" {
+		v.dir = filepath.Join(cfg.RootDirectory, Dir)
 	}
 	return v
 }
 
 const pendingPrefix = "pending/"
 
-func (v *imageVolumes) put(id string, u *imageVolumeUser) {
+func (v *Manager) put(id string, u *imageVolumeUser) {
 	v.mu.Lock()
 	v.users[id] = u
 	v.mu.Unlock()
 }
 
-func (v *imageVolumes) get(id string) (string, *imageVolumeUser) {
+func (v *Manager) get(id string) (string, *imageVolumeUser) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if u, ok := v.users[id]; ok {
@@ -162,17 +192,24 @@ func (v *imageVolumes) get(id string) (string, *imageVolumeUser) {
 	return found, v.users[found]
 }
 
-func (v *imageVolumes) drop(id string) {
+func (v *Manager) drop(id string) {
 	v.mu.Lock()
 	delete(v.users, id)
 	v.mu.Unlock()
 }
 
-// start rebuilds the index from the labels of Docker's containers, removes our mounts that no
+// Len is how many containers, and creates in progress, the index holds.
+func (v *Manager) Len() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return len(v.users)
+}
+
+// Start rebuilds the index from the labels of Docker's containers, removes our mounts that no
 // container records (a crash in the middle of a CreateContainer, containers removed while we
 // were down) and starts the reaper.
-func (v *imageVolumes) start(ctx context.Context) error {
-	list, err := v.docker.ListContainers(ctx, container.ListOptions{All: true, Filters: libdocker.LabelFilter(imageVolumesLabel)})
+func (v *Manager) Start(ctx context.Context) error {
+	list, err := v.docker.ListContainers(ctx, container.ListOptions{All: true, Filters: libdocker.LabelFilter(Label)})
 	if err != nil {
 		return err
 	}
@@ -211,7 +248,8 @@ func (v *imageVolumes) start(ctx context.Context) error {
 	return nil
 }
 
-func (v *imageVolumes) close() {
+// Close stops the reaper.
+func (v *Manager) Close() {
 	if v.stop != nil {
 		close(v.stop)
 		<-v.done
@@ -221,7 +259,7 @@ func (v *imageVolumes) close() {
 
 // reap releases the mounts of containers that are gone without a RemoveContainer (their pod
 // was removed with RemovePodSandbox, or someone ran docker rm).
-func (v *imageVolumes) reap() {
+func (v *Manager) reap() {
 	defer close(v.done)
 	t := time.NewTicker(imageVolumeReapInterval)
 	defer t.Stop()
@@ -232,12 +270,13 @@ func (v *imageVolumes) reap() {
 		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		_ = supervise.Run(v.log, "image volume reaper", func() { v.reapOnce(ctx) })
+		_ = supervise.Run(v.log, "image volume reaper", func() { v.Reap(ctx) })
 		cancel()
 	}
 }
 
-func (v *imageVolumes) reapOnce(ctx context.Context) {
+// Reap releases the mounts of the containers Docker no longer has: one round of the reaper.
+func (v *Manager) Reap(ctx context.Context) {
 	v.mu.Lock()
 	var ids []string
 	for id := range v.users {
@@ -249,7 +288,7 @@ func (v *imageVolumes) reapOnce(ctx context.Context) {
 	if len(ids) == 0 {
 		return
 	}
-	list, err := v.docker.ListContainers(ctx, container.ListOptions{All: true, Filters: libdocker.LabelFilter(imageVolumesLabel)})
+	list, err := v.docker.ListContainers(ctx, container.ListOptions{All: true, Filters: libdocker.LabelFilter(Label)})
 	if err != nil {
 		v.log.Debugf("image volumes: list containers: %v", err)
 		return
@@ -260,15 +299,15 @@ func (v *imageVolumes) reapOnce(ctx context.Context) {
 	}
 	for _, id := range ids {
 		if !exists[id] {
-			if err := v.releaseContainer(id); err != nil {
+			if err := v.ReleaseContainer(id); err != nil {
 				v.log.WithField("id", id).Warnf("release image volumes of a removed container: %v", err)
 			}
 		}
 	}
 }
 
-// validateImageVolumeMount checks what can be checked of an image volume without Docker.
-func validateImageVolumeMount(m *runtimeapi.Mount) error {
+// ValidateMount checks what can be checked of an image volume without Docker.
+func ValidateMount(m *runtimeapi.Mount) error {
 	img := m.Image.Image
 	if m.ContainerPath == "" || !filepath.IsAbs(m.ContainerPath) {
 		return invalidf("image volume %q -> %q: container_path must be an absolute path", img, m.ContainerPath)
@@ -308,18 +347,18 @@ func cleanSubPath(p string) (string, error) {
 	return c, nil
 }
 
-// preparedImageVolumes are the image volumes of a CreateContainer in progress.
-type preparedImageVolumes struct {
-	v    *imageVolumes
+// Prepared are the image volumes of a CreateContainer in progress.
+type Prepared struct {
+	v    *Manager
 	key  string // pending index key
 	name string
 	set  imageVolumeSet
 }
 
-// prepare resolves the image volumes among mounts, mounts those Docker cannot mount itself,
-// and adds them to the container's Docker configuration. The caller must commit the result
-// with the new container's ID, or release it. Nil when there are no image volumes.
-func (v *imageVolumes) prepare(ctx context.Context, name string, mounts []*runtimeapi.Mount, cfg *container.Config, hc *container.HostConfig) (_ *preparedImageVolumes, err error) {
+// Prepare resolves the image volumes among mounts, mounts those Docker cannot mount itself,
+// and adds them to the container's Docker configuration. The caller must Commit the result
+// with the new container's ID, or Release it. Nil when there are no image volumes.
+func (v *Manager) Prepare(ctx context.Context, name string, mounts []*runtimeapi.Mount, cfg *container.Config, hc *container.HostConfig) (_ *Prepared, err error) {
 	var vols []*runtimeapi.Mount
 	for _, m := range mounts {
 		if m.GetImage().GetImage() != "" {
@@ -330,7 +369,7 @@ func (v *imageVolumes) prepare(ctx context.Context, name string, mounts []*runti
 		return nil, nil
 	}
 	apiVersion := v.docker.APIVersion()
-	native := featuresOf(apiVersion).imageMounts
+	native := versions.GreaterThanOrEqualTo(apiVersion, NativeAPIVersion)
 	images := make([]*image.InspectResponse, len(vols))
 	for i, m := range vols {
 		img, err := v.docker.InspectImage(ctx, m.Image.Image)
@@ -338,11 +377,11 @@ func (v *imageVolumes) prepare(ctx context.Context, name string, mounts []*runti
 			return nil, notFoundf("image %q of the image volume at %q is not present: pull it first", m.Image.Image, m.ContainerPath)
 		}
 		if err != nil {
-			return nil, dockerError(err, "inspect image %q of the image volume at %q", m.Image.Image, m.ContainerPath)
+			return nil, v.dockerError(err, "inspect image %q of the image volume at %q", m.Image.Image, m.ContainerPath)
 		}
 		if !native {
 			if driver := img.GraphDriver.Name; driver != "overlay2" {
-				return nil, status.Errorf(codes.FailedPrecondition, "image volume %q at %q: Docker's storage driver is %q and its Engine API %s has no image mounts: image volumes need the overlay2 storage driver or Docker >= 28 (Engine API %s)", m.Image.Image, m.ContainerPath, driver, apiVersion, apiImageMounts)
+				return nil, status.Errorf(codes.FailedPrecondition, "image volume %q at %q: Docker's storage driver is %q and its Engine API %s has no image mounts: image volumes need the overlay2 storage driver or Docker >= 28 (Engine API %s)", m.Image.Image, m.ContainerPath, driver, apiVersion, NativeAPIVersion)
 			}
 			if v.dir == "" {
 				return nil, status.Errorf(codes.FailedPrecondition, "image volume %q at %q: Docker's Engine API %s has no image mounts and cri-dockerd has no root directory to mount images in", m.Image.Image, m.ContainerPath, apiVersion)
@@ -351,7 +390,7 @@ func (v *imageVolumes) prepare(ctx context.Context, name string, mounts []*runti
 		images[i] = img
 	}
 
-	p := &preparedImageVolumes{v: v, name: name, key: pendingPrefix + randomKey(), set: imageVolumeSet{Version: 1}}
+	p := &Prepared{v: v, name: name, key: pendingPrefix + randomKey(), set: imageVolumeSet{Version: 1}}
 	if !native {
 		p.set.Key = randomKey()
 	}
@@ -366,7 +405,7 @@ func (v *imageVolumes) prepare(ctx context.Context, name string, mounts []*runti
 	v.put(p.key, &imageVolumeUser{name: name + " (being created)", set: p.set})
 	defer func() {
 		if err != nil {
-			p.release()
+			p.Release()
 		}
 	}()
 	for i, rec := range p.set.Mounts {
@@ -391,7 +430,7 @@ func (v *imageVolumes) prepare(ctx context.Context, name string, mounts []*runti
 		})
 	}
 	raw, _ := json.Marshal(p.set)
-	cfg.Labels[imageVolumesLabel] = string(raw)
+	cfg.Labels[Label] = string(raw)
 	return p, nil
 }
 
@@ -402,7 +441,7 @@ func subPathError(err error, sub, img string) error {
 	return invalidf("image_sub_path %q of image %q: %v", sub, img, err)
 }
 
-// check makes Docker resolve the sub paths of its own image mounts in container id, just
+// Check makes Docker resolve the sub paths of its own image mounts in container id, just
 // created: Docker 29 (and 28, by its source) accepts a sub path the image lacks at create and
 // fails only at start ("cannot access path ..."), where the CRI, as containerd, refuses it at
 // CreateContainer with NotFound (the kubelet's node e2e expects CreateContainerError). We
@@ -410,7 +449,7 @@ func subPathError(err error, sub, img string) error {
 // the container's mounts as a start does, so a stat of one of its targets fails the same way,
 // without starting anything. One call checks every mount; none without a native sub path.
 // The caller removes the container when it fails.
-func (p *preparedImageVolumes) check(ctx context.Context, id string) error {
+func (p *Prepared) Check(ctx context.Context, id string) error {
 	if p == nil {
 		return nil
 	}
@@ -431,14 +470,14 @@ func (p *preparedImageVolumes) check(ctx context.Context, id string) error {
 	if e := nativeSubPathError(p.set.Mounts, err); e != nil {
 		return e
 	}
-	return dockerError(err, "image volumes of container %q: check with Docker that their sub paths exist", p.name)
+	return p.v.dockerError(err, "image volumes of container %q: check with Docker that their sub paths exist", p.name)
 }
 
-// subPathStartError maps Docker's failure to start container id on a sub path of its image
+// SubPathStartError maps Docker's failure to start container id on a sub path of its image
 // mounts (a container created before check existed, or by a Docker that resolves sub paths
 // only at start after all) to NotFound or InvalidArgument naming the mount; nil for any other
 // failure.
-func (v *imageVolumes) subPathStartError(id string, err error) error {
+func (v *Manager) SubPathStartError(id string, err error) error {
 	_, u := v.get(id)
 	if u == nil {
 		return nil
@@ -481,8 +520,8 @@ func nativeSubPathError(mounts []imageVolumeMount, err error) error {
 	return invalidf("%s: Docker cannot mount it: %v", desc, err)
 }
 
-// commit hands the image volumes to the container Docker created.
-func (p *preparedImageVolumes) commit(id string) {
+// Commit hands the image volumes to the container Docker created.
+func (p *Prepared) Commit(id string) {
 	if p == nil {
 		return
 	}
@@ -492,8 +531,8 @@ func (p *preparedImageVolumes) commit(id string) {
 	p.v.mu.Unlock()
 }
 
-// release undoes prepare after a failed create.
-func (p *preparedImageVolumes) release() {
+// Release undoes Prepare after a failed create.
+func (p *Prepared) Release() {
 	if p == nil {
 		return
 	}
@@ -505,12 +544,12 @@ func (p *preparedImageVolumes) release() {
 	p.v.drop(p.key)
 }
 
-func (v *imageVolumes) mountDir(key string, index int) string {
+func (v *Manager) mountDir(key string, index int) string {
 	return filepath.Join(v.dir, key, strconv.Itoa(index))
 }
 
 // mountImage mounts img's layers read-only on dir, creating it.
-func (v *imageVolumes) mountImage(dir string, img *image.InspectResponse) error {
+func (v *Manager) mountImage(dir string, img *image.InspectResponse) error {
 	layers, err := overlayLayers(img)
 	if err != nil {
 		return err
@@ -518,7 +557,7 @@ func (v *imageVolumes) mountImage(dir string, img *image.InspectResponse) error 
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	return v.mounter.mountLayers(dir, layers)
+	return v.mounter.MountLayers(dir, layers)
 }
 
 // overlayLayers lists the layer directories of an image on overlay2, top first.
@@ -545,9 +584,9 @@ func overlayLayers(img *image.InspectResponse) ([]string, error) {
 	return layers, nil
 }
 
-// ensureMounted re-establishes our mounts of container id that are gone (after a reboot),
+// EnsureMounted re-establishes our mounts of container id that are gone (after a reboot),
 // before Docker starts it: Docker would bind an empty directory.
-func (v *imageVolumes) ensureMounted(ctx context.Context, id string) error {
+func (v *Manager) EnsureMounted(ctx context.Context, id string) error {
 	cid, u := v.get(id)
 	if u == nil || u.set.Key == "" {
 		return nil
@@ -559,7 +598,7 @@ func (v *imageVolumes) ensureMounted(ctx context.Context, id string) error {
 			continue
 		}
 		dir := v.mountDir(u.set.Key, m.Index)
-		points, err := v.mounter.mountPointsUnder(dir)
+		points, err := v.mounter.MountPointsUnder(dir)
 		if err != nil {
 			return status.Errorf(codes.Internal, "image volume at %q: %v", m.ContainerPath, err)
 		}
@@ -571,7 +610,7 @@ func (v *imageVolumes) ensureMounted(ctx context.Context, id string) error {
 			return status.Errorf(codes.FailedPrecondition, "image %q (%s) of the image volume at %q is gone: recreate the container", m.Image, m.ImageID, m.ContainerPath)
 		}
 		if err != nil {
-			return dockerError(err, "inspect image %q of the image volume at %q", m.Image, m.ContainerPath)
+			return v.dockerError(err, "inspect image %q of the image volume at %q", m.Image, m.ContainerPath)
 		}
 		v.log.WithFields(logrus.Fields{"id": cid, "image": m.ImageID, "dir": dir}).Info("mounting image volume again")
 		if err := v.mountImage(dir, img); err != nil {
@@ -581,9 +620,9 @@ func (v *imageVolumes) ensureMounted(ctx context.Context, id string) error {
 	return nil
 }
 
-// releaseContainer unmounts the image volumes of a removed container and forgets them.
+// ReleaseContainer unmounts the image volumes of a removed container and forgets them.
 // Idempotent; the entry stays when an unmount fails, so that a retry can finish.
-func (v *imageVolumes) releaseContainer(id string) error {
+func (v *Manager) ReleaseContainer(id string) error {
 	cid, u := v.get(id)
 	if u == nil {
 		return nil
@@ -602,19 +641,19 @@ func (v *imageVolumes) releaseContainer(id string) error {
 // removeDir unmounts everything under ROOT/image-volumes/<key> and removes it. It never
 // removes anything recursively: a mount that could not be detached makes it fail, not delete
 // the image's files.
-func (v *imageVolumes) removeDir(key string) error {
+func (v *Manager) removeDir(key string) error {
 	if v.dir == "" || key == "" || strings.ContainsAny(key, "/.") {
 		return nil
 	}
 	dir := filepath.Join(v.dir, key)
-	points, err := v.mounter.mountPointsUnder(dir)
+	points, err := v.mounter.MountPointsUnder(dir)
 	if err != nil {
 		return err
 	}
 	// Deepest first.
 	sort.Sort(sort.Reverse(sort.StringSlice(points)))
 	for _, p := range points {
-		if err := v.mounter.unmount(p); err != nil {
+		if err := v.mounter.Unmount(p); err != nil {
 			return fmt.Errorf("unmount image volume %s: %w", p, err)
 		}
 	}
@@ -636,9 +675,9 @@ func (v *imageVolumes) removeDir(key string) error {
 	return nil
 }
 
-// usersOf names the containers that mount image id, after checking with Docker that they still
+// UsersOf names the containers that mount image id, after checking with Docker that they still
 // exist (a container removed behind our back releases its mounts here).
-func (v *imageVolumes) usersOf(ctx context.Context, id string) []string {
+func (v *Manager) UsersOf(ctx context.Context, id string) []string {
 	v.mu.Lock()
 	var ids []string
 	for cid, u := range v.users {
@@ -654,7 +693,7 @@ func (v *imageVolumes) usersOf(ctx context.Context, id string) []string {
 	for _, cid := range ids {
 		if !strings.HasPrefix(cid, pendingPrefix) {
 			if _, err := v.docker.InspectContainer(ctx, cid); libdocker.IsNotFound(err) {
-				if err := v.releaseContainer(cid); err != nil {
+				if err := v.ReleaseContainer(cid); err != nil {
 					v.log.WithField("id", cid).Warnf("release image volumes of a removed container: %v", err)
 				}
 				continue
@@ -674,9 +713,9 @@ func (v *imageVolumes) usersOf(ctx context.Context, id string) []string {
 	return names
 }
 
-// imageVolumeCRIMounts replaces, in a container's reported mounts, the binds that carry our
+// CRIMounts replaces, in a container's reported mounts, the binds that carry our
 // image volumes by the image volumes as the CRI describes them.
-func imageVolumeCRIMounts(mounts []*runtimeapi.Mount, labels map[string]string) []*runtimeapi.Mount {
+func CRIMounts(mounts []*runtimeapi.Mount, labels map[string]string) []*runtimeapi.Mount {
 	set, err := parseImageVolumes(labels)
 	if err != nil || set == nil {
 		return mounts
@@ -761,7 +800,7 @@ func resolveInRoot(root, rel string) (string, error) {
 // linuxMounter mounts with mount(2).
 type linuxMounter struct{}
 
-func (linuxMounter) mountLayers(target string, layers []string) error {
+func (linuxMounter) MountLayers(target string, layers []string) error {
 	if len(layers) == 1 {
 		// overlayfs needs two lower directories without an upper one: bind the only layer.
 		if err := unix.Mount(layers[0], target, "", unix.MS_BIND, ""); err != nil {
@@ -805,7 +844,7 @@ func shortLayerLinks(layers []string) ([]string, error) {
 	return out, nil
 }
 
-func (linuxMounter) unmount(target string) error {
+func (linuxMounter) Unmount(target string) error {
 	// Lazy: gone from the mount table at once, even while a container's copy is still in use.
 	for range 8 {
 		err := unix.Unmount(target, unix.MNT_DETACH)
@@ -819,7 +858,7 @@ func (linuxMounter) unmount(target string) error {
 	return nil
 }
 
-func (linuxMounter) mountPointsUnder(dir string) ([]string, error) {
+func (linuxMounter) MountPointsUnder(dir string) ([]string, error) {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return nil, err
@@ -859,4 +898,14 @@ func unescapeMountPath(s string) string {
 		b.WriteByte(s[i])
 	}
 	return b.String()
+}
+
+// invalidf answers a request the caller must fix.
+func invalidf(format string, args ...any) error {
+	return status.Errorf(codes.InvalidArgument, format, args...)
+}
+
+// notFoundf answers a request for an object that does not exist.
+func notFoundf(format string, args ...any) error {
+	return status.Errorf(codes.NotFound, format, args...)
 }

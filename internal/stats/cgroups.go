@@ -1,4 +1,4 @@
-package core
+package stats
 
 import (
 	"bytes"
@@ -25,13 +25,19 @@ import (
 // follow the kernel's Documentation/admin-guide/cgroup-v2.rst and cgroup-v1/; testdata/ holds
 // fixtures of both.
 
-// hostFS is where the node's sysfs and procfs are: /sys and /proc, or fixture directories in
+// Host is where the node's sysfs and procfs are: /sys and /proc, or fixture directories in
 // tests. Cgroups are mounted under sys/fs/cgroup.
-type hostFS struct{ sys, proc string }
+type Host struct{ sys, proc string }
 
-func nodeHostFS() hostFS { return hostFS{sys: "/sys", proc: "/proc"} }
+// NewHost is the host whose sysfs is at sys and procfs at proc.
+func NewHost(sys, proc string) Host { return Host{sys: sys, proc: proc} }
 
-func (h hostFS) cgroupRoot() string { return filepath.Join(h.sys, "fs", "cgroup") }
+func nodeHost() Host { return Host{sys: "/sys", proc: "/proc"} }
+
+// Proc is where the host's procfs is.
+func (h Host) Proc() string { return h.proc }
+
+func (h Host) cgroupRoot() string { return filepath.Join(h.sys, "fs", "cgroup") }
 
 // cgroupHierarchy is how cgroups are mounted under a root.
 type cgroupHierarchy struct {
@@ -66,7 +72,7 @@ func isRegular(path string) bool {
 // "name=systemd" ...), under the directory the hierarchy is mounted on (co-mounted controllers
 // share one, named "cpu,cpuacct"); the unified hierarchy under the key "" (on v2 it is the only
 // one). It also returns the hierarchy.
-func (h hostFS) cgroupDirs(pid int) (map[string]string, cgroupHierarchy, bool) {
+func (h Host) cgroupDirs(pid int) (map[string]string, cgroupHierarchy, bool) {
 	root := h.cgroupRoot()
 	hier := detectCgroupHierarchy(root)
 	raw, err := os.ReadFile(filepath.Join(h.proc, strconv.Itoa(pid), "cgroup"))
@@ -104,7 +110,7 @@ func (h hostFS) cgroupDirs(pid int) (map[string]string, cgroupHierarchy, bool) {
 
 // unifiedDir is the cgroup v2 directory of process pid on a v2 node; "" on v1 (a hybrid
 // node's unified hierarchy has no controllers, so no memory or io files).
-func (h hostFS) unifiedDir(pid int) string {
+func (h Host) unifiedDir(pid int) string {
 	dirs, hier, ok := h.cgroupDirs(pid)
 	if !ok || hier.version != 2 {
 		return ""
@@ -112,68 +118,70 @@ func (h hostFS) unifiedDir(pid int) string {
 	return dirs[""]
 }
 
-type processCounts struct{ processes, fds, sockets uint64 }
+// ProcessCounts are the processes of a container and their open files and sockets.
+type ProcessCounts struct{ Processes, FDs, Sockets uint64 }
 
-// readProcesses counts the processes of the container of pid (from its pids or unified cgroup)
+// Processes counts the processes of the container of pid (from its pids or unified cgroup)
 // and their open files and sockets.
-func (h hostFS) readProcesses(pid int) (processCounts, bool) {
+func (h Host) Processes(pid int) (ProcessCounts, bool) {
 	dirs, _, ok := h.cgroupDirs(pid)
 	if !ok {
-		return processCounts{}, false
+		return ProcessCounts{}, false
 	}
 	dir, ok := dirs["pids"]
 	if !ok {
 		dir, ok = dirs[""]
 	}
 	if !ok {
-		return processCounts{}, false
+		return ProcessCounts{}, false
 	}
 	raw, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
 	if err != nil {
-		return processCounts{}, false
+		return ProcessCounts{}, false
 	}
-	var c processCounts
+	var c ProcessCounts
 	for _, f := range strings.Fields(string(raw)) {
 		if _, err := strconv.Atoi(f); err != nil {
 			continue
 		}
-		c.processes++
+		c.Processes++
 		fdDir := filepath.Join(h.proc, f, "fd")
 		entries, err := os.ReadDir(fdDir)
 		if err != nil {
 			continue
 		}
 		for _, e := range entries {
-			c.fds++
+			c.FDs++
 			if target, err := os.Readlink(filepath.Join(fdDir, e.Name())); err == nil && strings.HasPrefix(target, "socket:") {
-				c.sockets++
+				c.Sockets++
 			}
 		}
 	}
 	return c, true
 }
 
-type cgroupMemory struct{ oomKills, kernel uint64 }
+// CgroupMemory are a container's OOM kills and kernel memory.
+type CgroupMemory struct{ OOMKills, Kernel uint64 }
 
-// readCgroupMemory reads the OOM kills and kernel memory of the container of pid: on v1 from
+// CgroupMemory reads the OOM kills and kernel memory of the container of pid: on v1 from
 // memory.oom_control ("oom_kill N", kernel 4.13+) and memory.kmem.usage_in_bytes; on v2 from
 // memory.events ("oom_kill N": processes the OOM killer killed; "oom" counts the times the
 // cgroup hit its limit and allocation failed, which Docker reports as Failcnt) and memory.stat
 // ("kernel", Linux 5.18+, or the kernel_stack, slab, sock and percpu it sums).
-func (h hostFS) readCgroupMemory(pid int) (cgroupMemory, bool) {
+func (h Host) CgroupMemory(pid int) (CgroupMemory, bool) {
 	dirs, _, ok := h.cgroupDirs(pid)
 	if !ok {
-		return cgroupMemory{}, false
+		return CgroupMemory{}, false
 	}
-	var out cgroupMemory
+	var out CgroupMemory
 	if dir, ok := dirs["memory"]; ok { // cgroup v1
 		kv := readKeyValues(filepath.Join(dir, "memory.oom_control"))
-		out.oomKills = kv["oom_kill"]
+		out.OOMKills = kv["oom_kill"]
 		raw, err := os.ReadFile(filepath.Join(dir, "memory.kmem.usage_in_bytes"))
 		if err != nil {
 			return out, kv != nil
 		}
-		out.kernel, _ = strconv.ParseUint(strings.TrimSpace(string(raw)), 10, 64)
+		out.Kernel, _ = strconv.ParseUint(strings.TrimSpace(string(raw)), 10, 64)
 		return out, true
 	}
 	dir, ok := dirs[""]
@@ -184,12 +192,12 @@ func (h hostFS) readCgroupMemory(pid int) (cgroupMemory, bool) {
 	if events == nil {
 		return out, false
 	}
-	out.oomKills = events["oom_kill"]
+	out.OOMKills = events["oom_kill"]
 	st := readKeyValues(filepath.Join(dir, "memory.stat"))
 	if v, ok := st["kernel"]; ok {
-		out.kernel = v
+		out.Kernel = v
 	} else {
-		out.kernel = st["kernel_stack"] + st["slab"] + st["sock"] + st["percpu"]
+		out.Kernel = st["kernel_stack"] + st["slab"] + st["sock"] + st["percpu"]
 	}
 	return out, true
 }
@@ -200,18 +208,18 @@ func readCgroupV2Swap(dir string) (uint64, bool) {
 	return readUint(filepath.Join(dir, "memory.swap.current"))
 }
 
-// ioStat is one device's line of a cgroup v2 io.stat.
-type ioStat struct{ major, minor, rbytes, wbytes, rios, wios uint64 }
+// IOStat is one device's line of a cgroup v2 io.stat.
+type IOStat struct{ Major, Minor, RBytes, WBytes, RIOs, WIOs uint64 }
 
 // readCgroupV2IO parses io.stat of a cgroup v2 directory: one line per device,
 // "MAJ:MIN rbytes=N wbytes=N rios=N wios=N dbytes=N dios=N" (discards from Linux 5.2, and keys
 // the kernel may add later, are skipped).
-func readCgroupV2IO(dir string) ([]ioStat, bool) {
+func readCgroupV2IO(dir string) ([]IOStat, bool) {
 	raw, err := os.ReadFile(filepath.Join(dir, "io.stat"))
 	if err != nil {
 		return nil, false
 	}
-	var out []ioStat
+	var out []IOStat
 	for _, line := range strings.Split(string(raw), "\n") {
 		f := strings.Fields(line)
 		if len(f) < 2 {
@@ -221,10 +229,10 @@ func readCgroupV2IO(dir string) ([]ioStat, bool) {
 		if !ok {
 			continue
 		}
-		var e ioStat
+		var e IOStat
 		var err1, err2 error
-		e.major, err1 = strconv.ParseUint(maj, 10, 64)
-		e.minor, err2 = strconv.ParseUint(min, 10, 64)
+		e.Major, err1 = strconv.ParseUint(maj, 10, 64)
+		e.Minor, err2 = strconv.ParseUint(min, 10, 64)
 		if err1 != nil || err2 != nil {
 			continue
 		}
@@ -236,13 +244,13 @@ func readCgroupV2IO(dir string) ([]ioStat, bool) {
 			}
 			switch k {
 			case "rbytes":
-				e.rbytes = n
+				e.RBytes = n
 			case "wbytes":
-				e.wbytes = n
+				e.WBytes = n
 			case "rios":
-				e.rios = n
+				e.RIOs = n
 			case "wios":
-				e.wios = n
+				e.WIOs = n
 			}
 		}
 		out = append(out, e)
@@ -276,9 +284,9 @@ func readKeys(path string, want map[string]bool) map[string]uint64 {
 	return out
 }
 
-// readNetDev reads the interface counters of the network namespace process pid is in, for
+// NetDev reads the interface counters of the network namespace process pid is in, for
 // pods whose network Docker does not manage (CNI): Docker reports no interfaces for them.
-func (h hostFS) readNetDev(pid int) (map[string]container.NetworkStats, error) {
+func (h Host) NetDev(pid int) (map[string]container.NetworkStats, error) {
 	raw, err := os.ReadFile(filepath.Join(h.proc, strconv.Itoa(pid), "net", "dev"))
 	if err != nil {
 		return nil, err
@@ -303,9 +311,9 @@ func (h hostFS) readNetDev(pid int) (map[string]container.NetworkStats, error) {
 	return out, nil
 }
 
-// blockDevice names a block device by its numbers, as the node calls it (/dev/vda), from
+// BlockDevice names a block device by its numbers, as the node calls it (/dev/vda), from
 // sys/dev/block/MAJ:MIN/uevent; "MAJ:MIN" when sysfs does not know it.
-func (h hostFS) blockDevice(major, minor uint64) string {
+func (h Host) BlockDevice(major, minor uint64) string {
 	id := strconv.FormatUint(major, 10) + ":" + strconv.FormatUint(minor, 10)
 	raw, err := os.ReadFile(filepath.Join(h.sys, "dev", "block", id, "uevent"))
 	if err == nil {

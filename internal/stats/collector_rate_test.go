@@ -1,4 +1,4 @@
-package core
+package stats
 
 import (
 	"testing"
@@ -11,12 +11,12 @@ import (
 // zero or a wrapped uint64.
 func TestUsageNanoCoresBetweenTwoSamples(t *testing.T) {
 	at := time.Unix(1_700_000_000, 0)
-	sample := func(d time.Duration, cpu uint64) *statsSample {
-		return &statsSample{at: at.Add(d), running: true, cpuTotal: cpu}
+	sample := func(d time.Duration, cpu uint64) *Sample {
+		return &Sample{At: at.Add(d), Running: true, CPUTotal: cpu}
 	}
 	for _, tc := range []struct {
 		name      string
-		prev, cur *statsSample
+		prev, cur *Sample
 		rate      uint64
 		ok        bool
 	}{
@@ -26,7 +26,7 @@ func TestUsageNanoCoresBetweenTwoSamples(t *testing.T) {
 		{"counter went back", sample(0, 2e9), sample(time.Second, 1e9), 0, false},
 		{"one sample", nil, sample(time.Second, 1e9), 0, false},
 	} {
-		rate, ok := statsSnapshot{prev: tc.prev, cur: tc.cur}.usageNanoCores()
+		rate, ok := Snapshot{Prev: tc.prev, Cur: tc.cur}.UsageNanoCores()
 		if rate != tc.rate || ok != tc.ok {
 			t.Errorf("%s: usageNanoCores = %d, %v; want %d, %v", tc.name, rate, ok, tc.rate, tc.ok)
 		}

@@ -1,4 +1,4 @@
-package core
+package stats
 
 import (
 	"context"
@@ -13,15 +13,12 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-
-	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
 )
 
 const statsID = "9ab5ad761a7c7a58a4d75ec926468719bd7bf36bf38e661da0840d2c345e637c"
 
-// writeTree writes files (path relative to root: content) and returns the hostFS rooted there.
-func writeTree(t testing.TB, files map[string]string) hostFS {
+// writeTree writes files (path relative to root: content) and returns the Host rooted there.
+func writeTree(t testing.TB, files map[string]string) Host {
 	t.Helper()
 	root := t.TempDir()
 	for path, content := range files {
@@ -33,7 +30,7 @@ func writeTree(t testing.TB, files map[string]string) hostFS {
 			t.Fatal(err)
 		}
 	}
-	return hostFS{sys: filepath.Join(root, "sys"), proc: filepath.Join(root, "proc")}
+	return Host{sys: filepath.Join(root, "sys"), proc: filepath.Join(root, "proc")}
 }
 
 // cgroupV1Files is a container's cgroup v1 as this CI machine has it (cpu and cpuacct mounted
@@ -184,36 +181,34 @@ func TestContainerStatsAreNotReadFromAnotherCgroup(t *testing.T) {
 	}
 }
 
-// The collector reads a container's cgroups instead of asking Docker, and the CRI stats carry
+// The collector reads a container's cgroups instead of asking Docker, and the samples carry
 // what the cgroups say; where the cgroups are not the container's, Docker is asked.
 func TestStatsAreReadFromTheCgroupsWithoutDocker(t *testing.T) {
-	fake := libdocker.NewFake()
-	s := newTestService(t, fake, Options{})
-	t.Cleanup(s.Close)
+	fake := newFake()
 	ctx := context.Background()
-	podID, podCfg := runPod(t, s, "cg", "")
-	id := startedContainer(t, s, podID, podCfg, "c")
+	sandbox := startedContainer(t, fake, "sandbox")
+	id := startedContainer(t, fake, "c")
 	c, err := fake.InspectContainer(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.stats.host = writeTree(t, cgroupV1Files(id, c.State.Pid))
-	resp, err := s.ContainerStats(ctx, &runtimeapi.ContainerStatsRequest{ContainerId: id})
-	if err != nil {
-		t.Fatal(err)
+	col := testCollector(t, fake, Config{Host: writeTree(t, cgroupV1Files(id, c.State.Pid))})
+	snap, ok := col.Collect(ctx, []string{id}, true)[id]
+	if !ok {
+		t.Fatal("no sample")
 	}
 	if n := fake.Calls("ContainerStats"); n != 0 {
 		t.Errorf("%d Docker stats calls for a container whose cgroups we read", n)
 	}
-	if got := resp.Stats.GetCpu().GetUsageCoreNanoSeconds().GetValue(); got != 29683269 {
+	if got := snap.Cur.CPUTotal; got != 29683269 {
 		t.Errorf("cpu %d, want cpuacct.usage 29683269", got)
 	}
-	if got := resp.Stats.GetMemory().GetUsageBytes().GetValue(); got != 663552 {
+	if got := snap.Cur.MemUsage; got != 663552 {
 		t.Errorf("memory usage %d, want 663552", got)
 	}
 	// The pod's sandbox has no cgroups in the fixture: Docker is asked for it.
-	if _, err := s.PodSandboxStats(ctx, &runtimeapi.PodSandboxStatsRequest{PodSandboxId: podID}); err != nil {
-		t.Fatal(err)
+	if _, ok := col.Collect(ctx, []string{sandbox}, true)[sandbox]; !ok {
+		t.Fatal("no sample of the sandbox")
 	}
 	if n := fake.Calls("ContainerStats"); n != 1 {
 		t.Errorf("%d Docker stats calls, want 1: the sandbox's", n)
@@ -253,12 +248,12 @@ func TestMetricsFiguresAreReadOnlyForTheMetrics(t *testing.T) {
 	if !ok1 || !ok2 {
 		t.Fatalf("read: %v %v", ok1, ok2)
 	}
-	cri := func(st container.StatsResponse) statsSample {
+	cri := func(st container.StatsResponse) Sample {
 		s := *sampleFromDocker(st)
-		s.at, s.raw = time.Time{}, nil
+		s.At, s.Raw = time.Time{}, nil
 		return s
 	}
-	if l, f := cri(lite), cri(full); !reflect.DeepEqual(l, f) || l.pageFaults != 1216 || l.rss != 118784 {
+	if l, f := cri(lite), cri(full); !reflect.DeepEqual(l, f) || l.PageFaults != 1216 || l.RSS != 118784 {
 		t.Errorf("the CRI's figures differ: without the metrics %+v, with %+v", l, f)
 	}
 	if lite.CPUStats.CPUUsage.UsageInUsermode != 0 || lite.CPUStats.ThrottlingData.Periods != 0 || lite.MemoryStats.MaxUsage != 0 ||
@@ -266,54 +261,36 @@ func TestMetricsFiguresAreReadOnlyForTheMetrics(t *testing.T) {
 		t.Errorf("metrics' figures read for the CRI stats: %+v", lite)
 	}
 
-	fake := libdocker.NewFake()
-	s := newTestService(t, fake, Options{})
-	t.Cleanup(s.Close)
+	fake := newFake()
 	ctx := context.Background()
-	podID, podCfg := runPod(t, s, "m", "")
-	id := startedContainer(t, s, podID, podCfg, "c")
+	id := startedContainer(t, fake, "m")
 	c, err := fake.InspectContainer(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.stats.host = writeTree(t, cgroupV1Files(id, c.State.Pid))
-	sample := func() *statsSample {
-		s.stats.mu.Lock()
-		defer s.stats.mu.Unlock()
-		return s.stats.entries[id].cur
+	col := testCollector(t, fake, Config{Host: writeTree(t, cgroupV1Files(id, c.State.Pid))})
+	sample := func() *Sample {
+		col.mu.Lock()
+		defer col.mu.Unlock()
+		return col.entries[id].cur
 	}
-	if _, err := s.ContainerStats(ctx, &runtimeapi.ContainerStatsRequest{ContainerId: id}); err != nil {
-		t.Fatal(err)
+	col.Collect(ctx, []string{id}, true) // the stats RPCs
+	if cur := sample(); cur.forMetrics || cur.Raw.BlkioStats.IoServiceBytesRecursive != nil {
+		t.Fatalf("after a stats call: a sample with the metrics' figures (%+v)", cur.Raw.BlkioStats)
 	}
-	if cur := sample(); cur.forMetrics || cur.raw.BlkioStats.IoServiceBytesRecursive != nil {
-		t.Fatalf("after ContainerStats: a sample with the metrics' figures (%+v)", cur.raw.BlkioStats)
+	snap := col.Collect(ctx, []string{id}, false)[id] // the CRI metrics
+	if periods := snap.Cur.Raw.CPUStats.ThrottlingData.Periods; periods != 10 {
+		t.Errorf("throttling periods %d, want cpu.stat's 10", periods)
 	}
-	resp, err := s.ListPodSandboxMetrics(ctx, &runtimeapi.ListPodSandboxMetricsRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	periods := uint64(0)
-	for _, pm := range resp.PodMetrics {
-		for _, cm := range pm.ContainerMetrics {
-			for _, m := range cm.Metrics {
-				if cm.ContainerId == id && m.Name == "container_cpu_cfs_periods_total" {
-					periods = m.Value.GetValue()
-				}
-			}
-		}
-	}
-	if periods != 10 {
-		t.Errorf("container_cpu_cfs_periods_total %d, want cpu.stat's 10", periods)
-	}
-	s.stats.tick(time.Now().Add(time.Hour / 60)) // a background refresh, a minute on
-	waitRefreshed(t, s.stats, id)
-	if cur := sample(); !cur.forMetrics || len(cur.raw.BlkioStats.IoServiceBytesRecursive) == 0 {
-		t.Errorf("a refresh after the metrics asked: no metrics' figures (%+v)", cur.raw.BlkioStats)
+	col.tick(time.Now().Add(time.Hour / 60)) // a background refresh, a minute on
+	waitRefreshed(t, col, id)
+	if cur := sample(); !cur.forMetrics || len(cur.Raw.BlkioStats.IoServiceBytesRecursive) == 0 {
+		t.Errorf("a refresh after the metrics asked: no metrics' figures (%+v)", cur.Raw.BlkioStats)
 	}
 }
 
 // waitRefreshed waits (bounded) for the refresh of id in progress, if any, to end.
-func waitRefreshed(t *testing.T, c *statsCollector, id string) {
+func waitRefreshed(t *testing.T, c *Collector, id string) {
 	t.Helper()
 	c.mu.Lock()
 	ch := c.entries[id].inflight

@@ -8,6 +8,8 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/stats"
 )
 
 // cpuOf is the CPU timestamp and cumulative usage of each container of a stats list.
@@ -26,14 +28,11 @@ func TestStatsAskedAgainAfterASecondAreNewer(t *testing.T) {
 	fake := libdocker.NewFake()
 	s := newTestService(t, fake, Options{})
 	t.Cleanup(s.Close)
-	s.stats.interval = time.Hour // no background refresh: whatever is newer was asked for
-	// crictl samples twice a second apart, which is statsMaxAge; the test runs the same rule
-	// on a shorter clock.
-	if s.stats.maxAge != statsMaxAge || statsMaxAge > time.Second {
-		t.Fatalf("samples are refreshed after %v (statsMaxAge %v): crictl's second apart would get the same sample", s.stats.maxAge, statsMaxAge)
-	}
+	// crictl samples twice a second apart, which is the collector's max age (checked in
+	// internal/stats); the test runs the same rule on a shorter clock, without background
+	// refresh: whatever is newer was asked for.
 	const age = 200 * time.Millisecond
-	s.stats.maxAge = age
+	useStats(s, stats.Config{Interval: time.Hour, MaxAge: age})
 	ctx := context.Background()
 	podID, podCfg := runPod(t, s, "crictl", "")
 	c1 := startedContainer(t, s, podID, podCfg, "c1")
@@ -123,7 +122,7 @@ func TestStatsKubeletCadenceMakesNoExtraDockerCalls(t *testing.T) {
 	s := newTestService(t, fake, Options{})
 	t.Cleanup(s.Close)
 	const period = 200 * time.Millisecond
-	s.stats.interval, s.stats.maxAge, s.stats.staleAfter, s.stats.keep = period, period/10, 2*period, time.Hour
+	useStats(s, stats.Config{Interval: period, MaxAge: period / 10, StaleAfter: 2 * period, Keep: time.Hour})
 	ctx := context.Background()
 	podID, podCfg := runPod(t, s, "kubelet", "")
 	c1 := startedContainer(t, s, podID, podCfg, "c1")

@@ -12,6 +12,8 @@ import (
 
 	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
 	"github.com/cri-dockerd/cri-dockerd/internal/stats/runscstats"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/stats"
 )
 
 // A gVisor pod's process count is its sandboxes' tasks as runsc reports them, not the threads
@@ -26,11 +28,11 @@ func TestGVisorPodsProcessCountIsTheSandboxesTasks(t *testing.T) {
 	proc := t.TempDir()
 	tasks := map[string]uint64{}
 	var ran [][]string
-	s.stats.runsc = runscstats.Reader{Proc: proc, Run: func(_ context.Context, name string, args ...string) ([]byte, error) {
+	useStats(s, stats.Config{Runsc: &runscstats.Reader{Proc: proc, Run: func(_ context.Context, name string, args ...string) ([]byte, error) {
 		ran = append(ran, append([]string{name}, args...))
 		id := args[len(args)-1]
 		return []byte(`{"type":"stats","id":"` + id + `","data":{"pids":{"current":` + strconv.FormatUint(tasks[id], 10) + `}}}`), nil
-	}}
+	}}})
 	// Each container's State.Pid is a runsc sandbox process with the shim's --root.
 	sandboxProcess := func(id string) {
 		c, err := fake.InspectContainer(ctx, id)
