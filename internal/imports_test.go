@@ -27,9 +27,11 @@ var parts = map[string][]string{
 	"internal/containerlog": {"internal/libdocker"},
 	"internal/network":      nil,
 	"internal/store":        {"internal/libdocker"},
+	"internal/stats":        {"internal/libdocker"},
+	"internal/imagevolume":  {"internal/libdocker"},
 	"internal/streaming":    {"internal/execkill", "internal/libdocker"},
 	"internal/metrics":      nil,
-	"internal/core":         {"internal/containerlog", "internal/execkill", "internal/libdocker", "internal/network"},
+	"internal/core":         {"internal/containerlog", "internal/execkill", "internal/imagevolume", "internal/libdocker", "internal/network", "internal/stats"},
 	"internal/doctor":       {"internal/config", "internal/core", "internal/libdocker"},
 	"cmd/cri-dockerd":       {"internal/config", "internal/core", "internal/doctor", "internal/libdocker", "internal/metrics", "internal/network", "internal/store", "internal/streaming"},
 }
@@ -56,6 +58,7 @@ var testOnly = []string{
 	"integration/pause",
 	"internal",
 	"internal/execkill/execkilltest",
+	"internal/stats/statstest",
 }
 
 // dockerClient is Docker's Go client: libdocker alone talks to Docker. The integration tests
