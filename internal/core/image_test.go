@@ -15,6 +15,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
+	"github.com/cri-dockerd/cri-dockerd/internal/testutil"
 )
 
 func TestImageIdentifiersAgreeAcrossAPIs(t *testing.T) {
@@ -251,12 +252,12 @@ func TestInodeCountIsTakenAgainWhenOld(t *testing.T) {
 		}
 	}
 	// Asked less often than the age: each call finds the last count old.
-	for deadline := time.Now().Add(5 * time.Second); ; {
+	var n uint64
+	if !testutil.PollUntil(5*time.Second, 0, func() bool {
 		time.Sleep(3 * l.countsAge)
-		if n, _ := l.inodes(ctx, dir); n == first+2 {
-			return
-		} else if time.Now().After(deadline) {
-			t.Fatalf("count %d, want %d once the first count is old", n, first+2)
-		}
+		n, _ = l.inodes(ctx, dir)
+		return n == first+2
+	}) {
+		t.Fatalf("count %d, want %d once the first count is old", n, first+2)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
+	"github.com/cri-dockerd/cri-dockerd/internal/testutil"
 )
 
 // The container_spec_* metrics are the limits Docker has in the container's HostConfig.
@@ -83,20 +84,12 @@ func TestBackgroundRefreshSamplesAContainerWhoseFirstStatsFailed(t *testing.T) {
 	if resp, err := s.ListContainerStats(ctx, &runtimeapi.ListContainerStatsRequest{}); err == nil && len(resp.Stats) != 0 {
 		t.Fatalf("stats of a container whose stats call failed: %v", resp.Stats)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testutil.Eventually(t, 10*time.Second, 5*time.Millisecond, func() bool {
 		s.stats.mu.Lock()
+		defer s.stats.mu.Unlock()
 		e := s.stats.entries[id]
-		sampled := e != nil && e.cur != nil
-		s.stats.mu.Unlock()
-		if sampled {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the background refresh took no sample")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return e != nil && e.cur != nil
+	}, "the background refresh took no sample")
 }
 
 // A background round refreshes a sample once it is half an interval old, so that an RPC

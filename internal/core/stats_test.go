@@ -15,6 +15,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
+	"github.com/cri-dockerd/cri-dockerd/internal/testutil"
 )
 
 // startedContainer creates and starts a container in a pod.
@@ -196,12 +197,8 @@ func TestStatsAreRefreshedInTheBackgroundAndGiveACPURate(t *testing.T) {
 	if first.Stats.Cpu.UsageNanoCores != nil {
 		t.Errorf("a CPU rate from a single sample: %v", first.Stats.Cpu)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for fake.Calls("ContainerStats") < 3 {
-		if time.Now().After(deadline) {
-			t.Fatalf("no background refresh: %d stats calls", fake.Calls("ContainerStats"))
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testutil.PollUntil(5*time.Second, 10*time.Millisecond, func() bool { return fake.Calls("ContainerStats") >= 3 }) {
+		t.Fatalf("no background refresh: %d stats calls", fake.Calls("ContainerStats"))
 	}
 	next, err := s.ContainerStats(ctx, &runtimeapi.ContainerStatsRequest{ContainerId: id})
 	if err != nil {
@@ -220,18 +217,14 @@ func TestStatsAreRefreshedInTheBackgroundAndGiveACPURate(t *testing.T) {
 	if _, err := s.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: id}); err != nil {
 		t.Fatal(err)
 	}
-	deadline = time.Now().Add(5 * time.Second)
-	for {
+	var n int
+	if !testutil.PollUntil(5*time.Second, 10*time.Millisecond, func() bool {
 		s.stats.mu.Lock()
-		n := len(s.stats.entries)
+		n = len(s.stats.entries)
 		s.stats.mu.Unlock()
-		if n == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d stats entries kept", n)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return n == 0
+	}) {
+		t.Fatalf("%d stats entries kept", n)
 	}
 }
 
