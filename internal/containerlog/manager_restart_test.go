@@ -212,7 +212,7 @@ func TestFollowersReadAgainAsSoonAsDockerAnswers(t *testing.T) {
 	}
 }
 
-// waitFileLines waits (5 s at most) until a file holds at least n lines, then returns them.
+// waitFileLines waits (5 s at most, scaled by the load) until a file holds at least n lines, then returns them.
 func waitFileLines(t *testing.T, path string, n int) []string {
 	t.Helper()
 	var lines []string

@@ -198,7 +198,7 @@ func (e *cniEnv) start(t *testing.T, opts CNIOptions) *CNI {
 	return c
 }
 
-// eventually waits up to 5 s for cond.
+// eventually waits up to 5 s (scaled by the load) for cond.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	testutil.Eventually(t, 5*time.Second, 10*time.Millisecond, cond, "timed out waiting until %s", what)
