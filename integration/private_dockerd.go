@@ -24,6 +24,8 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/client"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/testutil"
 )
 
 // PrivateDockerd is a dockerd of a test's own, for what must not happen to the shared engine
@@ -329,24 +331,25 @@ func (p *PrivateDockerd) start() error {
 		return fmt.Errorf("start dockerd: %v (Debian's docker.io provides it: %s)", err, setupHint)
 	}
 
-	deadline := time.Now().Add(scaled(privateDockerdStartTimeout))
-	for {
+	var exited bool
+	if testutil.PollUntil(privateDockerdStartTimeout, 20*time.Millisecond, func() bool {
 		select {
 		case <-p.done:
-			return fmt.Errorf("private dockerd exited before serving (%v); log:\n%s", p.waitErr, p.tailLog())
+			exited = true
+			return true
 		default:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_, err := p.Client.Ping(ctx)
+		_, err = p.Client.Ping(ctx)
 		cancel()
-		if err == nil {
-			return nil
+		return err == nil
+	}) {
+		if exited {
+			return fmt.Errorf("private dockerd exited before serving (%v); log:\n%s", p.waitErr, p.tailLog())
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("private dockerd did not answer on %s within %v (%v); log:\n%s", p.Host, privateDockerdStartTimeout, err, p.tailLog())
-		}
-		time.Sleep(20 * time.Millisecond)
+		return nil
 	}
+	return fmt.Errorf("private dockerd did not answer on %s within %v (%v); log:\n%s", p.Host, privateDockerdStartTimeout, err, p.tailLog())
 }
 
 // Stop sends SIGTERM and waits (bounded) for dockerd to exit. Without live-restore dockerd
@@ -368,7 +371,7 @@ func (p *PrivateDockerd) stop() error {
 	}
 	select {
 	case <-p.done:
-	case <-time.After(scaled(privateDockerdStopTimeout)):
+	case <-time.After(testutil.Scaled(privateDockerdStopTimeout)):
 		_ = p.cmd.Process.Kill()
 		<-p.done
 		return fmt.Errorf("private dockerd did not exit within %v of SIGTERM (killed); log:\n%s", privateDockerdStopTimeout, p.tailLog())

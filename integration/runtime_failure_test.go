@@ -18,6 +18,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/testutil"
 )
 
 // A start that the runtime refuses leaves nothing behind: no Docker container, and no process
@@ -163,7 +165,7 @@ func dockerCreates(t testing.TB, label string) func(n int) []string {
 	var ids []string
 	return func(n int) []string {
 		t.Helper()
-		timeout := time.After(scaled(time.Minute))
+		timeout := time.After(testutil.Scaled(time.Minute))
 		for len(ids) < n {
 			select {
 			case m := <-msgs:

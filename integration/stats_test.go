@@ -20,6 +20,8 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/testutil"
 )
 
 // TestStatsOfARealContainer checks container and pod stats against what the container does: it
@@ -326,9 +328,7 @@ func stopRecorded(id string) {
 		return
 	}
 	_ = syscall.Kill(pid, syscall.SIGTERM)
-	for deadline := time.Now().Add(scaled(15 * time.Second)); time.Now().Before(deadline) && procIdentity(pid) == id; {
-		time.Sleep(50 * time.Millisecond)
-	}
+	testutil.PollUntil(15*time.Second, 50*time.Millisecond, func() bool { return procIdentity(pid) != id })
 }
 
 // procIdentity is "PID-STARTTIME" of a running process (start time in clock ticks since boot,

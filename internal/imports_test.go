@@ -59,6 +59,7 @@ var testOnly = []string{
 	"internal",
 	"internal/execkill/execkilltest",
 	"internal/stats/statstest",
+	"internal/testutil",
 }
 
 // dockerClient is Docker's Go client: libdocker alone talks to Docker. The integration tests

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
+	"github.com/cri-dockerd/cri-dockerd/internal/testutil"
 )
 
 // The inode count of a layers directory is taken again once it is older than its age: a count
@@ -28,12 +29,12 @@ func TestInodeCountIsTakenAgainWhenOld(t *testing.T) {
 		}
 	}
 	// Asked less often than the age: each call finds the last count old.
-	for deadline := time.Now().Add(5 * time.Second); ; {
+	var n uint64
+	if !testutil.PollUntil(5*time.Second, 0, func() bool {
 		time.Sleep(3 * l.countsAge)
-		if n, _ := l.inodes(ctx, dir); n == first+2 {
-			return
-		} else if time.Now().After(deadline) {
-			t.Fatalf("count %d, want %d once the first count is old", n, first+2)
-		}
+		n, _ = l.inodes(ctx, dir)
+		return n == first+2
+	}) {
+		t.Fatalf("count %d, want %d once the first count is old", n, first+2)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
+	"github.com/cri-dockerd/cri-dockerd/internal/testutil"
 )
 
 // newFake is a fake Docker with an image to run containers of.
@@ -91,20 +92,12 @@ func TestBackgroundRefreshSamplesAContainerWhoseFirstStatsFailed(t *testing.T) {
 	if snaps := c.Collect(ctx, []string{id}, true); len(snaps) != 0 {
 		t.Fatalf("stats of a container whose stats call failed: %v", snaps)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testutil.Eventually(t, 10*time.Second, 5*time.Millisecond, func() bool {
 		c.mu.Lock()
+		defer c.mu.Unlock()
 		e := c.entries[id]
-		sampled := e != nil && e.cur != nil
-		c.mu.Unlock()
-		if sampled {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the background refresh took no sample")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return e != nil && e.cur != nil
+	}, "the background refresh took no sample")
 }
 
 // A background round refreshes a sample once it is half an interval old, so that an RPC
@@ -162,12 +155,8 @@ func TestStatsAreRefreshedInTheBackgroundAndGiveACPURate(t *testing.T) {
 	if _, ok := first.UsageNanoCores(); ok {
 		t.Errorf("a CPU rate from a single sample: %+v", first.Cur)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for fake.Calls("ContainerStats") < 3 {
-		if time.Now().After(deadline) {
-			t.Fatalf("no background refresh: %d stats calls", fake.Calls("ContainerStats"))
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testutil.PollUntil(5*time.Second, 10*time.Millisecond, func() bool { return fake.Calls("ContainerStats") >= 3 }) {
+		t.Fatalf("no background refresh: %d stats calls", fake.Calls("ContainerStats"))
 	}
 	next, ok := c.Collect(ctx, []string{id}, true)[id]
 	if !ok {
@@ -186,18 +175,14 @@ func TestStatsAreRefreshedInTheBackgroundAndGiveACPURate(t *testing.T) {
 	if err := fake.RemoveContainer(ctx, id, container.RemoveOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
-	deadline = time.Now().Add(5 * time.Second)
-	for {
+	var n int
+	if !testutil.PollUntil(5*time.Second, 10*time.Millisecond, func() bool {
 		c.mu.Lock()
-		n := len(c.entries)
+		n = len(c.entries)
 		c.mu.Unlock()
-		if n == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d stats entries kept", n)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return n == 0
+	}) {
+		t.Fatalf("%d stats entries kept", n)
 	}
 }
 
