@@ -26,7 +26,7 @@ build:
 # (and Debian's CNI plugins) first when this machine has none running (no test runtimes are
 # added to daemon.json), and the sample CNI bridge network when no CNI config exists.
 run: build
-	@/usr/bin/docker version >/dev/null 2>&1 || TEST_RUNTIMES=0 integration/setup/docker.sh
+	@/usr/bin/docker version >/dev/null 2>&1 || TEST_RUNTIMES=0 hack/docker.sh
 	@ls /etc/cni/net.d/*.conf* >/dev/null 2>&1 || { echo "installing the sample CNI bridge network (packaging/cni)"; \
 		install -D -m 0644 packaging/cni/10-cri-dockerd-bridge.conflist /etc/cni/net.d/10-cri-dockerd-bridge.conflist; }
 	./$(BIN) $(ARGS)
@@ -43,10 +43,10 @@ install: build
 test: prebuild lint unit setup integration critest critest-gvisor setup-docker29 integration-docker29 critest-docker29 e2e-kubelet e2e-node-fast release-test fuzz
 
 # The long cached builds of later steps (Docker 29, Kubernetes, the node e2e suite), started in
-# the background at once (integration/setup/prebuild.sh); those steps wait for them.
+# the background at once (hack/prebuild.sh); those steps wait for them.
 .PHONY: prebuild
 prebuild:
-	integration/setup/prebuild.sh
+	hack/prebuild.sh
 
 lint:
 	@bad=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$bad" ]; then echo "gofmt needed: $$bad"; exit 1; fi
@@ -62,50 +62,50 @@ unit:
 FUZZTIME ?= 30s
 FUZZ_TARGETS := internal/core:FuzzValidateConfig internal/core:FuzzContainerLogPath internal/core:FuzzLabels internal/core:FuzzParseName \
 	internal/core:FuzzDecodeCheckpoint internal/network/podcidr:FuzzParsePodCIDRs internal/containerlog:FuzzDecodeRecord internal/containerlog:FuzzCRILogWriter
-# integration/fuzz/run.sh runs one target and tells Go 1.26's own end-of-fuzztime race
+# test/fuzz/run.sh runs one target and tells Go 1.26's own end-of-fuzztime race
 # (golang/go#75804: "context deadline exceeded", no failing input) from a failure.
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
-		integration/fuzz/run.sh $(GO) $${t%%:*} $${t#*:} $(FUZZTIME); \
+		test/fuzz/run.sh $(GO) $${t%%:*} $${t#*:} $(FUZZTIME); \
 	done
 
 # Docker engine with the test runtimes, and the local test images.
 setup:
-	integration/setup/docker.sh
-	integration/setup/images.sh
+	hack/docker.sh
+	hack/images.sh
 
 integration: setup
 	$(GO) test -tags integration -count=1 -timeout 20m ./integration/...
 
 critest: build setup
-	integration/critest/run.sh $(BIN)
+	test/critest/run.sh $(BIN)
 
 # The last lines compare with upstream cri-dockerd v0.4.3, built once from the module proxy
-# (integration/setup/upstream.sh), on one private dockerd: 200 concurrent RunPodSandbox, and a
+# (hack/upstream.sh), on one private dockerd: 200 concurrent RunPodSandbox, and a
 # node of 100 and 250 pods (lists, a status sweep, RSS, restart, 100 pods started 16 at a time),
 # StopPodSandbox alone (Docker's bridge, CNI, and with the pod's container still running);
 # then bench-density, pods started through the real kubelet.
 bench: build setup
 	$(GO) test -tags integration -run XXX -bench . -skip 'Stats|ContainerEventLatency|ConcurrentRunPodSandbox|NodeFullOfPods|StopPodSandbox' -benchtime 20x -timeout 30m ./integration/...
 	$(GO) test -tags integration -run XXX -bench 'Stats|ContainerEventLatency' -benchtime 3x -timeout 30m ./integration/
-	CRI_DOCKERD_UPSTREAM=$$(integration/setup/upstream.sh) $(GO) test -tags integration -run XXX \
+	CRI_DOCKERD_UPSTREAM=$$(hack/upstream.sh) $(GO) test -tags integration -run XXX \
 		-bench 'ConcurrentRunPodSandbox|NodeFullOfPods' -benchtime 1x -timeout 60m ./integration/
-	CRI_DOCKERD_UPSTREAM=$$(integration/setup/upstream.sh) $(GO) test -tags integration -run XXX \
+	CRI_DOCKERD_UPSTREAM=$$(hack/upstream.sh) $(GO) test -tags integration -run XXX \
 		-bench 'StopPodSandbox' -benchtime 20x -timeout 30m ./integration/
 	$(MAKE) bench-density
 
 # Pod startup density through the real kubelet, ours and upstream in one run
-# (integration/e2e/density-bench.sh; DENSITY_COUNTS=10,100 by default).
+# (test/e2e/density-bench.sh; DENSITY_COUNTS=10,100 by default).
 .PHONY: bench-density
 bench-density: build setup
-	integration/e2e/density-bench.sh $(BIN) $$(integration/setup/upstream.sh)
+	test/e2e/density-bench.sh $(BIN) $$(hack/upstream.sh)
 
 clean:
 	rm -rf bin
 
 # The second engine: Docker 29.8.0 with the containerd image store (containerd 2.3.5, runc 1.5.1),
 # built once from the Go module proxy into /var/cache/cri-dockerd-ci/docker29 and run beside the
-# 20.10 engine on its own socket (integration/setup/docker29.sh). It is left running for the next
+# 20.10 engine on its own socket (hack/docker29.sh). It is left running for the next
 # run to reuse, as the 20.10 dockerd is; `make stop-docker29` stops it. DOCKER29_STORE=overlay2
 # runs it with the classic overlay2 store instead.
 DOCKER29_HOST := unix:///run/cri-dockerd-docker29/docker.sock
@@ -115,24 +115,24 @@ DOCKER29_SKIP ?= $(shell sed -e 's/\#.*//' integration/skip-docker29.txt | awk '
 .PHONY: setup-docker29 integration-docker29 critest-docker29 stop-docker29
 
 setup-docker29: setup
-	integration/setup/docker29.sh
+	hack/docker29.sh
 
 integration-docker29: setup-docker29
 	DOCKER_HOST=$(DOCKER29_HOST) $(GO) test -tags integration -count=1 -timeout 20m \
 		$(if $(DOCKER29_SKIP),-skip '^($(DOCKER29_SKIP))$$') ./integration/...
 
 critest-docker29: build setup-docker29
-	CRITEST_DOCKER_ENDPOINT=$(DOCKER29_HOST) CRITEST_EXPECTED=$(CURDIR)/integration/critest/expected-failures-docker29.txt \
-		integration/critest/run.sh $(BIN)
+	CRITEST_DOCKER_ENDPOINT=$(DOCKER29_HOST) CRITEST_EXPECTED=$(CURDIR)/test/critest/expected-failures-docker29.txt \
+		test/critest/run.sh $(BIN)
 
 stop-docker29:
-	integration/setup/docker29.sh stop
+	hack/docker29.sh stop
 
 # A real kubelet v1.37.2 (+ etcd, kube-apiserver) end to end on a private dockerd; builds the
-# Kubernetes binaries into /var/cache/cri-dockerd-ci/k8s-bin/ once (integration/e2e/README.md).
+# Kubernetes binaries into /var/cache/cri-dockerd-ci/k8s-bin/ once (test/e2e/README.md).
 .PHONY: e2e-kubelet
 e2e-kubelet: build setup
-	integration/e2e/run.sh $(BIN)
+	test/e2e/run.sh $(BIN)
 
 # Release artifacts in dist/ (docs/packages.md): for each arch upstream's
 # cri-dockerd-VERSION.ARCH.tgz, a .deb and an .rpm (nfpm, its own module in packaging/release),
@@ -152,7 +152,7 @@ release:
 release-test: release
 	@bad=$$(gofmt -l packaging/release); if [ -n "$$bad" ]; then echo "gofmt needed: $$bad"; exit 1; fi
 	$(GO) -C packaging/release vet ./...
-	integration/packaging/check.sh
+	test/packaging/check.sh
 
 # Mutation testing (not in `make test`): gremlins v0.6.0, built once into
 # /var/cache/cri-dockerd-ci/bin/, makes one wrong change at a time to a package's code and runs
@@ -184,28 +184,28 @@ mutation:
 	done; echo "mutation: $$(( $$(date +%s) - total )) s"
 
 # critest with every pod on gVisor (-runtime-handler gvisor: Debian's runsc with
-# --network=host, from integration/setup/docker.sh) on the 20.10 engine, CNI networking as in
+# --network=host, from hack/docker.sh) on the 20.10 engine, CNI networking as in
 # `make critest`; what gVisor itself does not support is in expected-failures-gvisor.txt.
 .PHONY: critest-gvisor
 critest-gvisor: build setup
-	CRITEST_RUNTIME_HANDLER=gvisor CRITEST_EXPECTED=$(CURDIR)/integration/critest/expected-failures-gvisor.txt \
-		integration/critest/run.sh $(BIN)
+	CRITEST_RUNTIME_HANDLER=gvisor CRITEST_EXPECTED=$(CURDIR)/test/critest/expected-failures-gvisor.txt \
+		test/critest/run.sh $(BIN)
 
 # The same on Docker 29 (not in `make test`, for time): expected-failures-gvisor-docker29.txt.
 .PHONY: critest-gvisor-docker29
 critest-gvisor-docker29: build setup-docker29
 	CRITEST_RUNTIME_HANDLER=gvisor CRITEST_DOCKER_ENDPOINT=$(DOCKER29_HOST) \
-		CRITEST_EXPECTED=$(CURDIR)/integration/critest/expected-failures-gvisor-docker29.txt \
-		integration/critest/run.sh $(BIN)
+		CRITEST_EXPECTED=$(CURDIR)/test/critest/expected-failures-gvisor-docker29.txt \
+		test/critest/run.sh $(BIN)
 
 # Kubernetes' node e2e suite (test/e2e_node v1.37.2) against our binary, with the suite's own
-# kubelet on a private dockerd and offline stand-ins of its images (integration/e2e-node/README.md);
+# kubelet on a private dockerd and offline stand-ins of its images (test/e2e-node/README.md);
 # builds the suite, ginkgo and the images' programs into /var/cache/cri-dockerd-ci/e2e-node/ once.
 # e2e-node: [NodeConformance] + RuntimeClass (parallel) and the serial image pull specs;
 # e2e-node-fast (in `make test`): the subset of run.sh's FAST_FOCUS.
 .PHONY: e2e-node e2e-node-fast
 e2e-node: build setup
-	integration/e2e-node/run.sh $(BIN)
+	test/e2e-node/run.sh $(BIN)
 
 e2e-node-fast: build setup
-	integration/e2e-node/run.sh --fast $(BIN)
+	test/e2e-node/run.sh --fast $(BIN)

@@ -45,7 +45,7 @@ import (
 // With $DENSITY_PROFILES set to a directory, ours' heap and goroutine profiles at each
 // population are written there (heap-N.pprof, goroutines-N.txt), to see where its RSS goes.
 //
-//	CRI_DOCKERD_UPSTREAM=$(integration/setup/upstream.sh) go test -tags integration -run XXX \
+//	CRI_DOCKERD_UPSTREAM=$(hack/upstream.sh) go test -tags integration -run XXX \
 //	-bench NodeFullOfPods -benchtime 1x -timeout 60m ./integration/
 func BenchmarkNodeFullOfPods(b *testing.B) {
 	sizes := envInts(b, "DENSITY_PODS", []int{100, 250})
