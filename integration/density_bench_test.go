@@ -22,7 +22,7 @@ import (
 
 // BenchmarkNodeFullOfPods measures what the kubelet's relist costs on a node with many pods,
 // ours (the container store) against upstream v0.4.3 and against the raw Docker calls, in one
-// run on one private dockerd (issue 14). For each population in $DENSITY_PODS (default
+// run on one private dockerd. For each population in $DENSITY_PODS (default
 // "100,250"; each pod is a sandbox and one busybox container, Docker's bridge) it reports, as
 // the mean of $DENSITY_CALLS calls (default 20):
 //
