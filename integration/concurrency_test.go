@@ -16,7 +16,7 @@ import (
 	"github.com/cri-dockerd/cri-dockerd/internal/testutil"
 )
 
-// The concurrency test (issue 12): 100 pods started at once (RunPodSandbox, then each pod's
+// The concurrency test: 100 pods started at once (RunPodSandbox, then each pod's
 // container created and started), then all stopped and removed at once, on a CNI network of
 // the test's own. Every call succeeds, every pod gets an address of its own, and afterwards
 // nothing is left (containers, checkpoints, pins, log records, leases, veths, NAT rules, log

@@ -25,9 +25,9 @@ import (
 	"github.com/cri-dockerd/cri-dockerd/internal/testutil"
 )
 
-// What the test asserts once dockerd answers again; the target is 1 s (issue 12). The figures
+// What the test asserts once dockerd answers again; the target is 1 s. The figures
 // are logged, and the bounds are generous because these 2-core VMs are shared and noisy (a load
-// of 58 made a Docker 29 take 8 s to start and its first RunPodSandbox 5 s): they catch a call
+// spike can make a Docker 29 take seconds to start, and its first RunPodSandbox): they catch a call
 // that is refused on a backoff or a cached failure, or hangs, not a slow second.
 const (
 	// restartRecoveryBound: cri-dockerd refuses no call (and its events and logs are back)

@@ -29,7 +29,7 @@ import (
 )
 
 // Pods on gVisor (Debian's runsc) through RuntimeClass, on a CNI network, beside runc pods.
-// integration/setup/docker.sh gives Docker the runtime "gvisor": runsc --network=host, which
+// hack/docker.sh gives Docker the runtime "gvisor": runsc --network=host, which
 // uses the network namespace the sandbox starts in, so the interfaces the CNI ADD makes after
 // the pause container started are the pod's. Every test proves from inside the container that
 // it ran on gVisor (its kernel release and gVisor's dmesg), not only from HostConfig.

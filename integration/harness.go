@@ -31,12 +31,12 @@ import (
 	"github.com/cri-dockerd/cri-dockerd/internal/testutil"
 )
 
-// What integration/setup prepares.
+// What the set-up scripts in hack/ prepare.
 const (
 	busyboxImage = "cri-dockerd-test/busybox:latest"
 	pauseImage   = "registry.k8s.io/pause:3.10"
 	wrapperLog   = "/var/log/cri-dockerd-test/runtime-wrapped.log"
-	setupHint    = "run integration/setup/docker.sh && integration/setup/images.sh (as root)"
+	setupHint    = "run hack/docker.sh && hack/images.sh (as root)"
 )
 
 // suite is what TestMain prepares once: the binary under test and a Docker client for assertions.

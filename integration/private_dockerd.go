@@ -29,7 +29,7 @@ import (
 )
 
 // PrivateDockerd is a dockerd of a test's own, for what must not happen to the shared engine
-// (restarting it, a kubelet that kills unknown pods). Same recipe as integration/e2e/run.sh:
+// (restarting it, a kubelet that kills unknown pods). Same recipe as test/e2e/run.sh:
 // its own data root, exec root (and so its own managed containerd, started by dockerd from
 // Debian's docker.io), pid file, socket and containerd namespaces; a bridge of its own, no iptables,
 // no NAT, so it changes nothing else on the host's network: pods on it use the host network
@@ -55,7 +55,7 @@ type PrivateDockerdOptions struct {
 	// LiveRestore is daemon.json's "live-restore": containers keep running while dockerd is
 	// stopped, and dockerd takes them back when it starts again.
 	LiveRestore bool
-	// Docker29 runs the Docker 29 engine that integration/setup/docker29.sh built (its dockerd,
+	// Docker29 runs the Docker 29 engine that hack/docker29.sh built (its dockerd,
 	// which starts the containerd and runc built with it) instead of Debian's 20.10, with the
 	// runtimes and cgroup driver of that script's engine.
 	Docker29 bool
@@ -149,7 +149,7 @@ func StartPrivateDockerdWith(t testing.TB, opts PrivateDockerdOptions, images ..
 	return p
 }
 
-// privateDaemonJSON is the runtimes and exec-opts of the daemon.json integration/setup wrote
+// privateDaemonJSON is the runtimes and exec-opts of the daemon.json hack/docker.sh wrote
 // for the engine it runs (/etc/docker/daemon.json, or Docker 29's) and the options' settings,
 // nothing else.
 func privateDaemonJSON(t testing.TB, opts PrivateDockerdOptions) []byte {
@@ -237,7 +237,7 @@ func savedImages(t testing.TB, images []string) []byte {
 	return b
 }
 
-// What integration/setup/docker29.sh leaves for the private Docker 29 engines: the directory
+// What hack/docker29.sh leaves for the private Docker 29 engines: the directory
 // of its binaries (in a file) and its engine's daemon.json.
 const (
 	docker29BinFile = "/run/cri-dockerd-docker29/bin"
@@ -251,7 +251,7 @@ func docker29Bin() (string, error) {
 		_, err = os.Stat(filepath.Join(bin, "dockerd"))
 	}
 	if err != nil {
-		return "", fmt.Errorf("Docker 29's binaries: %v (run integration/setup/docker29.sh)", err)
+		return "", fmt.Errorf("Docker 29's binaries: %v (run hack/docker29.sh)", err)
 	}
 	return bin, nil
 }

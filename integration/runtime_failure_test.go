@@ -23,7 +23,7 @@ import (
 )
 
 // A start that the runtime refuses leaves nothing behind: no Docker container, and no process
-// of the runtime. The runtime "gvisor-sandbox" (integration/setup: Debian's runsc 20221219 with
+// of the runtime. The runtime "gvisor-sandbox" (hack/docker.sh: Debian's runsc 20221219 with
 // gVisor's default --network=sandbox) refuses every start on this machine's kernel, after
 // `runsc create` started its sandbox and gofer. Docker alone leaves them running under their
 // containerd shim for ever: Docker 20.10 deletes the task without a kill, which containerd
@@ -32,7 +32,7 @@ import (
 
 const failingGVisorRuntime = "gvisor-sandbox"
 
-// requireDockerRuntime fails the test when the engine lacks a runtime integration/setup adds.
+// requireDockerRuntime fails the test when the engine lacks a runtime hack/docker.sh adds.
 func requireDockerRuntime(t testing.TB, name string) {
 	t.Helper()
 	info, err := suite.docker.Info(t.Context())

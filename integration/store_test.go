@@ -19,7 +19,7 @@ import (
 	"github.com/cri-dockerd/cri-dockerd/internal/testutil"
 )
 
-// The container store (package store, issue 14) answers the lists and status calls from memory.
+// The container store (package store) answers the lists and status calls from memory.
 // Under churn — 50 pods created and removed while their containers exit on their own, `docker
 // rm -f` and `docker kill` from outside, and dockerd restarted once — what it reports must be
 // exactly what Docker holds: afterwards every field we report is compared with a fresh inspect.

@@ -330,12 +330,12 @@ func writeJSON(t *testing.T, dir, name string, v any) string {
 	return path
 }
 
-// crictlBinary is the crictl that integration/critest/build-tools.sh builds (cached).
+// crictlBinary is the crictl that test/critest/build-tools.sh builds (cached).
 func crictlBinary(t *testing.T) string {
 	t.Helper()
-	out, err := exec.Command("critest/build-tools.sh").Output()
+	out, err := exec.Command("../test/critest/build-tools.sh").Output()
 	if err != nil {
-		t.Fatalf("integration/critest/build-tools.sh: %v", err)
+		t.Fatalf("test/critest/build-tools.sh: %v", err)
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	return filepath.Join(lines[len(lines)-1], "crictl")

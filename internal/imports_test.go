@@ -55,7 +55,7 @@ var leaves = []string{
 // testOnly packages exist for tests: no non-test file imports them.
 var testOnly = []string{
 	"integration",
-	"integration/pause",
+	"test/images/pause",
 	"internal",
 	"internal/execkill/execkilltest",
 	"internal/stats/statstest",

@@ -36,7 +36,7 @@ func (s *Service) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest)
 	if req.Timeout < 0 {
 		return nil, invalidf("timeout must not be negative")
 	}
-	c, err := s.inspectCRIContainer(ctx, id) // only in a CRI container (issue 12, item 3)
+	c, err := s.inspectCRIContainer(ctx, id) // only in a CRI container: never exec into a container we did not create
 	if err != nil {
 		return nil, err
 	}

@@ -210,7 +210,7 @@ func TestPanicInStatsRefreshIsAnError(t *testing.T) {
 
 // Without an overlay2 upper directory (Docker's containerd image store), a container created
 // after Docker's disk usage was taken still has its writable layer: Docker measures that one
-// container when asked (issue 11 bug 3).
+// container when asked.
 func TestWritableLayerOfANewContainerWithoutAnUpperDir(t *testing.T) {
 	fake := libdocker.NewFake()
 	fake.SetContainerdImageStore(true)

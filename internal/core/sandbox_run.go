@@ -84,7 +84,7 @@ func validateSandboxConfig(cfg *runtimeapi.PodSandboxConfig) error {
 	if err := checkNameComponent("pod sandbox metadata.uid", m.Uid, false); err != nil {
 		return err
 	}
-	if err := checkCRILabels("pod sandbox", cfg.Labels); err != nil { // issue 12, reserved label keys
+	if err := checkCRILabels("pod sandbox", cfg.Labels); err != nil { // reserved label keys: a pod cannot set the labels that steer us
 		return err
 	}
 	if err := validateSandboxSettings(cfg); err != nil {

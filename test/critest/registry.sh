@@ -128,7 +128,7 @@ if ((${#need[@]})); then
   apt-get install -y -q --no-install-recommends "${need[@]}" ||
     { apt-get update -q && apt-get install -y -q --no-install-recommends "${need[@]}"; }
 fi
-"$DOCKER" version >/dev/null 2>&1 || { log "dockerd does not answer; run integration/setup/docker.sh first"; exit 1; }
+"$DOCKER" version >/dev/null 2>&1 || { log "dockerd does not answer; run hack/docker.sh first"; exit 1; }
 
 mkdir -p "$REG/certs" "$REG/data"
 CA=$REG/certs/ca.crt
@@ -221,7 +221,7 @@ fi
 
 # ---------------------------------------------------------------------------------------------
 # 5. Images: skip when the stamp matches and the registry still serves every name.
-hash=$(cat "${BASH_SOURCE[0]}" "$HERE"/standins/* "$ROOT/integration/setup/busybox-rootfs.sh" | sha256sum | cut -c1-16)
+hash=$(cat "${BASH_SOURCE[0]}" "$HERE"/standins/* "$ROOT/hack/busybox-rootfs.sh" | sha256sum | cut -c1-16)
 STAMP=$REG/pushed
 
 # all_names: every NAME:TAG pulled from the registry.
@@ -261,9 +261,9 @@ trap 'rm -rf "$work"' EXIT
 log "building the stand-in images"
 # Images of an earlier build, removed below once the new build has taken their names.
 old_ids=$(all_names | xargs "$DOCKER" image inspect --format '{{.Id}}' 2>/dev/null | sort -u || true)
-# Base: busybox rootfs (integration/setup/busybox-rootfs.sh) with the users and groups of the
+# Base: busybox rootfs (hack/busybox-rootfs.sh) with the users and groups of the
 # upstream busybox image, /var/run, and pgrep/ipcs (not applets of Debian's busybox).
-"$ROOT/integration/setup/busybox-rootfs.sh" "$work/rootfs"
+"$ROOT/hack/busybox-rootfs.sh" "$work/rootfs"
 cat >"$work/rootfs/etc/passwd" <<'EOF'
 root:x:0:0:root:/root:/bin/sh
 daemon:x:1:1:daemon:/usr/sbin:/bin/false

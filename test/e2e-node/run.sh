@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Kubernetes' node e2e suite (k8s.io/kubernetes v1.37.2 test/e2e_node) against a cri-dockerd
-# binary, offline, with the kubelet v1.37.2 of integration/e2e/build-k8s.sh.
+# binary, offline, with the kubelet v1.37.2 of test/e2e/build-k8s.sh.
 #
 # Usage: run.sh [--fast] BINARY
 #   --fast   the subset of `make test` (FAST_FOCUS below, about 10 minutes here) instead of the
@@ -23,7 +23,7 @@
 #
 # What it sets up (and takes down on exit, pass or fail):
 #   - a private dockerd (own data root, exec root, containerd namespace, bridge crid-e2en0, no
-#     iptables), as integration/e2e/run.sh does: the kubelet removes every pod it did not start.
+#     iptables), as test/e2e/run.sh does: the kubelet removes every pod it did not start.
 #     It reaches the registry through HTTP_PROXY: the suite's fixed names (registry.k8s.io/...)
 #     are pulled over plain HTTP from Debian's docker-registry on 127.0.0.2:80, which
 #     images.sh fills with the stand-ins (kept in /var/cache/cri-dockerd-ci/e2e-node/registry);
@@ -91,7 +91,7 @@ wait_for() { # SECONDS CMD...
   done
 }
 
-# One run at a time on a machine, shared with integration/e2e/run.sh: the kubelet's cgroups
+# One run at a time on a machine, shared with test/e2e/run.sh: the kubelet's cgroups
 # (/kubepods), /var/lib/kubelet, its ports and the kernel tunables it sets are global.
 mkdir -p "$CACHE/e2e-node"
 exec 9>"$CACHE/e2e.lock"
@@ -99,15 +99,15 @@ flock -w 3600 9 || die "another e2e run holds $CACHE/e2e.lock"
 t_start=$SECONDS
 
 # --- setup ------------------------------------------------------------------------------------
-"$ROOT/integration/setup/docker.sh" >/dev/null
+"$ROOT/hack/docker.sh" >/dev/null
 [[ -x /usr/bin/docker-registry ]] || {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends docker-registry >/dev/null ||
     { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends docker-registry >/dev/null; }
 }
 t0=$SECONDS
 E2EBIN=$("$HERE/build.sh" | tail -n 1)
-K8S=$("$ROOT/integration/e2e/build-k8s.sh" | tail -n 1)
-CRICTL=$("$ROOT/integration/critest/build-tools.sh" | tail -n 1)/crictl
+K8S=$("$ROOT/test/e2e/build-k8s.sh" | tail -n 1)
+CRICTL=$("$ROOT/test/critest/build-tools.sh" | tail -n 1)/crictl
 log "binaries ready in $((SECONDS - t0)) s ($E2EBIN, $K8S)"
 
 for port in 6443 10248 10250 10255 5000; do

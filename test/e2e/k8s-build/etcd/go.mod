@@ -1,4 +1,4 @@
-// Builds etcd for the end-to-end test (integration/e2e/build-k8s.sh). A module of its own:
+// Builds etcd for the end-to-end test (test/e2e/build-k8s.sh). A module of its own:
 // nothing here touches the main go.mod.
 module cri-dockerd.local/e2e/k8s-build/etcd
 

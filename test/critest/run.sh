@@ -10,14 +10,14 @@
 #      CRITEST_VERBOSE=1  stream critest's output (it is always kept in the output dir)
 #      CRITEST_DOCKER_ENDPOINT  the Docker engine under test, passed as --docker-endpoint
 #                    (default: cri-dockerd's, unix:///var/run/docker.sock, the 20.10 engine of
-#                    integration/setup/docker.sh); the setup scripts always prepare that engine,
+#                    hack/docker.sh); the setup scripts always prepare that engine,
 #                    which builds and pushes the registry's images
 #      CRITEST_EXPECTED  the expected-failures file (default expected-failures.txt, for 20.10;
 #                    expected-failures-docker29.txt is Docker 29's, expected-failures-gvisor.txt
 #                    gVisor's on 20.10)
 #      CRITEST_RUNTIME_HANDLER  the RuntimeClass handler of every pod, passed as critest's
 #                    -runtime-handler (default: none, Docker's default runtime); e.g. gvisor, the
-#                    runsc --network=host runtime of integration/setup/docker.sh. The Docker
+#                    runsc --network=host runtime of hack/docker.sh. The Docker
 #                    runtime of that name must exist: checked before the run
 #      CRITEST_NETWORK_PLUGIN  cri-dockerd's --network-plugin: cni (default: the bridge network
 #                    below) or "" (Docker's bridge). gVisor needs runsc --network=host (or none)
@@ -65,7 +65,7 @@ trap 'exit 130' INT TERM
 
 # --- setup ------------------------------------------------------------------------------------
 for s in docker.sh images.sh; do
-  if [[ -x $ROOT/integration/setup/$s ]]; then "$ROOT/integration/setup/$s" >/dev/null; fi
+  if [[ -x $ROOT/hack/$s ]]; then "$ROOT/hack/$s" >/dev/null; fi
 done
 if [[ -n $HANDLER ]]; then
   # A handler that is no Docker runtime would fail every spec with the same error: say it once.
@@ -73,7 +73,7 @@ if [[ -n $HANDLER ]]; then
   runtimes=$(curl -sf --unix-socket "${engine#unix://}" http://docker/info | jq -r '.Runtimes | keys[]') ||
     { log "cannot ask $engine for its runtimes"; exit 1; }
   grep -qxF -- "$HANDLER" <<<"$runtimes" ||
-    { log "Docker at $engine has no runtime \"$HANDLER\" (it has: $(paste -sd' ' <<<"$runtimes")); see integration/setup/docker.sh"; exit 1; }
+    { log "Docker at $engine has no runtime \"$HANDLER\" (it has: $(paste -sd' ' <<<"$runtimes")); see hack/docker.sh"; exit 1; }
 fi
 TOOLS=$("$HERE/build-tools.sh" | tail -n 1)
 CRITEST=$TOOLS/critest

@@ -1,5 +1,5 @@
 // Builds kubelet, kube-apiserver and kubectl from the Go module proxy for the end-to-end test
-// (integration/e2e/build-k8s.sh). A module of its own: nothing here touches the main go.mod.
+// (test/e2e/build-k8s.sh). A module of its own: nothing here touches the main go.mod.
 module cri-dockerd.local/e2e/k8s-build/kubernetes
 
 go 1.26.0

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Builds the local images the integration tests use. No registry is reachable from CI, so they
 # are made from local files: busybox from Debian's package (docker import), the pause image from
-# integration/pause (docker build FROM scratch). Needs a running dockerd (see docker.sh).
+# test/images/pause (docker build FROM scratch). Needs a running dockerd (see docker.sh).
 #
 # An image is skipped when it exists and was built from the same sources (a label holds their
 # hash); FORCE=1 rebuilds anyway.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
+ROOT=$(cd "$HERE/.." && pwd)
 DOCKER=/usr/bin/docker          # Debian's client, matching the 20.10 daemon
 export DOCKER_BUILDKIT=0        # the classic builder: no buildx plugin needed, FROM scratch offline
 BUSYBOX_IMAGE=cri-dockerd-test/busybox:latest
@@ -42,14 +42,14 @@ else
 fi
 
 # pause: the sandbox image under the name cri-dockerd uses by default, so nothing is pulled.
-hash=$(cat "$ROOT/integration/pause/"*.go | sha256sum | cut -c1-16)
+hash=$(cat "$ROOT/test/images/pause/"*.go | sha256sum | cut -c1-16)
 if up_to_date "$PAUSE_IMAGE" "$hash"; then
   log "$PAUSE_IMAGE is up to date"
 else
   log "building $PAUSE_IMAGE"
   mkdir -p "$work/pause"
   # Static, so it runs in an empty image.
-  (cd "$ROOT" && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$work/pause/pause" ./integration/pause)
+  (cd "$ROOT" && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$work/pause/pause" ./test/images/pause)
   cat >"$work/pause/Dockerfile" <<DOCKERFILE
 FROM scratch
 COPY pause /pause

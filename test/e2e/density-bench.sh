@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The kubelet density run of `make bench` (issue 14): integration/e2e/run.sh in its density mode
+# The kubelet density run of `make bench`: test/e2e/run.sh in its density mode
 # (E2E_DENSITY), once with our binary and once with upstream's, each on a fresh private dockerd,
 # kube-apiserver and kubelet v1.37.2; then the table of density.py --report.
 #

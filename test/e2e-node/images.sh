@@ -12,7 +12,7 @@
 #                                     netcat-openbsd's nc, ip, ss; /agnhost-2, /uploads, porter's localhost.crt/.key,
 #                                     user-defined-in-image (1000) in group-defined-in-image
 #                                     (50000), /var/registry (fake-registry-server's pause:testing)
-#   e2e-test-images/nginx:1.27.0-2    the critest nginx stand-in (integration/critest/standins/
+#   e2e-test-images/nginx:1.27.0-2    the critest nginx stand-in (test/critest/standins/
 #   e2e-test-images/nginx:1.28.0-2    nginx.c): HTTP 200 on :80, /var/run/nginx.pid, process nginx
 #   e2e-test-images/nonewprivs:1.4    setuid-root nnp (test/images/nonewprivs), CMD nnp
 #   e2e-test-images/nonroot:1.5       busybox, USER 1234
@@ -81,7 +81,7 @@ all_present() {
 }
 
 hash=$({
-  cat "${BASH_SOURCE[0]}" "$ROOT/integration/critest/standins/nginx.c"
+  cat "${BASH_SOURCE[0]}" "$ROOT/test/critest/standins/nginx.c"
   sha256sum "$BIN/agnhost" "$BIN/nonewprivs" "$BIN/pause" "$BIN/busybox" "$BIN/nc.openbsd" "${HOST_TOOLS[@]}"
 } | sha256sum | cut -c1-16)
 if [[ ${FORCE:-0} != 1 && "$(cat "$STAMP" 2>/dev/null)" == "$hash" ]] && all_present; then
@@ -170,7 +170,7 @@ copy_tool() {
 }
 
 mkdir -p "$work/bin"
-gcc -static -Os -s -o "$work/bin/nginx" "$ROOT/integration/critest/standins/nginx.c"
+gcc -static -Os -s -o "$work/bin/nginx" "$ROOT/test/critest/standins/nginx.c"
 
 # fake_registry DIR: agnhost fake-registry-server's /var/registry: pause:testing, i.e. the
 # pause stand-in's manifest and blobs, laid out by digest as prepare_registry.sh does.

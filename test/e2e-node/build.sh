@@ -12,7 +12,7 @@
 # run `nc -w 1 -u`).
 #
 # The build module is k8s-build/ (requires k8s.io/kubernetes and replaces every staging module
-# with its published v0.37.2, as integration/e2e/k8s-build/kubernetes does for the kubelet).
+# with its published v0.37.2, as test/e2e/k8s-build/kubernetes does for the kubelet).
 # Built from a copy with -mod=readonly: the checked-in go.sum pins every dependency. Do not
 # `go mod tidy` it: tidy keeps only what the module's own packages import, not the test imports
 # of test/e2e_node; to change versions, edit go.mod and build once with GOFLAGS=-mod=mod.
@@ -27,7 +27,8 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 K8S_VERSION=v1.37.2
 CACHE="${E2E_CACHE:-/var/cache/cri-dockerd-ci}"
 # Keyed by the pinned versions (go.mod/go.sum); remove the directory to rebuild after a change of
-# this script.
+# this script. (So k8s-build/go.mod's comment still names integration/e2e-node/build.sh, the
+# path before the move to test/: editing it would change the key and rebuild the suite.)
 key=$(cat "$HERE/k8s-build/go.mod" "$HERE/k8s-build/go.sum" | sha256sum | cut -c1-12)
 BIN="$CACHE/e2e-node/bin-kubernetes-$K8S_VERSION-$key"
 BINARIES=(e2e_node.test ginkgo agnhost nonewprivs pause busybox nc.openbsd)

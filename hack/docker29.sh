@@ -9,7 +9,7 @@
 # Usage: docker29.sh [start|stop|status]     (default: start)
 #   start   builds (once) and starts the engine, or reuses it when it runs healthy with the same
 #           configuration; adds the test runtimes and loads the test images (copied from the
-#           20.10 engine, which integration/setup/docker.sh and images.sh prepare)
+#           20.10 engine, which hack/docker.sh and images.sh prepare)
 #   stop    stops dockerd, its containers and containerd, removes the bridge; keeps the data
 #           (PURGE=1 removes it too)
 #   status  exit 0 when it answers
@@ -23,7 +23,7 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
+ROOT=$(cd "$HERE/.." && pwd)
 
 NAME=cri-dockerd-docker29
 RUN=/run/$NAME
@@ -36,7 +36,7 @@ LOGDIR=/var/log/$NAME
 # bridges 10.88, 10.97-10.99, 10.131, private dockerds 10.254.N, the e2e 10.213-10.215).
 BRIDGE=crid-d29br
 BRIDGE_CIDR=10.229.0.1/24
-# The test runtimes, as integration/setup/docker.sh adds them to the 20.10 engine, but on Docker
+# The test runtimes, as hack/docker.sh adds them to the 20.10 engine, but on Docker
 # 29's own runc. "wrapped" logs to the same file, which the tests read.
 LIBEXEC=/usr/local/libexec/cri-dockerd-test/docker29
 WRAPPED_LOG=/var/log/cri-dockerd-test/runtime-wrapped.log
@@ -160,6 +160,8 @@ fi
 
 # 2. Configurations. Data directories per store: the two stores do not see each other's images.
 DATA=$LIB/store-$STORE
+# Its first line keeps this script's old path: the text is part of config_hash below, and a
+# change would restart an engine that is running with the same configuration.
 containerd_toml="# Docker 29's own containerd (integration/setup/docker29.sh)
 version = 4
 root = \"$DATA/containerd\"
@@ -185,7 +187,7 @@ disabled_plugins = [
   # Not /run/containerd/s, which the host's containerd uses (at most 42 characters).
   socket_dir = \"$RUN/s\"
 "
-# gVisor as on the 20.10 engine (integration/setup/docker.sh installs Debian's runsc), with a
+# gVisor as on the 20.10 engine (hack/docker.sh installs Debian's runsc), with a
 # state root of its own.
 daemon_json=$(jq -n --arg w "$wrapper" --arg runc "$BIN/runc" --arg b "$LIBEXEC/broken-runtime-dir" \
   --arg altroot "$RUN/runc-alt" --arg runsc "$(command -v runsc)" --arg gvroot "$RUN/runsc" --argjson snap "$snapshotter" '{
@@ -289,7 +291,7 @@ image_label() { # ENDPOINT-KIND IMAGE
 copy=()
 for img in "${IMAGES[@]}"; do
   want=$(image_label host "$img") ||
-    { log "the 20.10 engine lacks $img: run integration/setup/docker.sh and images.sh first"; exit 1; }
+    { log "the 20.10 engine lacks $img: run hack/docker.sh and images.sh first"; exit 1; }
   [[ $(image_label docker29 "$img" || true) == "$want" ]] || copy+=("$img")
 done
 if ((${#copy[@]})); then

@@ -7,7 +7,7 @@
 # It runs on a private dockerd (own data root, exec root, containerd namespace and bridge, no
 # iptables), because a kubelet kills every pod its runtime lists that it does not know: on the
 # shared dockerd it would kill the pods of other tests. The private dockerd gets the runtimes of
-# /etc/docker/daemon.json (integration/setup/docker.sh: `wrapped` logs each runc call) and the
+# /etc/docker/daemon.json (hack/docker.sh: `wrapped` logs each runc call) and the
 # two local images (busybox, pause); nothing is pulled.
 #
 #  1. standalone kubelet (no API server): a static busybox pod reaches Running through our socket
@@ -67,10 +67,10 @@ exec 9>/var/cache/cri-dockerd-ci/e2e.lock
 flock -w 1800 9 || die "another e2e run holds /var/cache/cri-dockerd-ci/e2e.lock"
 
 # --- setup ------------------------------------------------------------------------------------
-"$ROOT/integration/setup/docker.sh" >/dev/null
-"$ROOT/integration/setup/images.sh" >/dev/null
+"$ROOT/hack/docker.sh" >/dev/null
+"$ROOT/hack/images.sh" >/dev/null
 K8S=$("$HERE/build-k8s.sh" | tail -n 1)
-CRICTL=$("$ROOT/integration/critest/build-tools.sh" | tail -n 1)/crictl
+CRICTL=$("$ROOT/test/critest/build-tools.sh" | tail -n 1)/crictl
 KUBELET=$K8S/kubelet APISERVER=$K8S/kube-apiserver KUBECTL=$K8S/kubectl ETCD=$K8S/etcd
 
 OUT=${E2E_OUT:-$(mktemp -d /tmp/cri-dockerd-e2e.XXXXXX)}
@@ -520,7 +520,7 @@ else
   kubectl describe pod e2e-spec | tail -20 >&2 || true
 fi
 
-# 2b'. a pod on gVisor (Debian's runsc; integration/setup/docker.sh's runtime "gvisor"): from
+# 2b'. a pod on gVisor (Debian's runsc; hack/docker.sh's runtime "gvisor"): from
 # inside, the kernel is gVisor's, not the host's
 t0=$(now)
 pod_yaml e2e-gvisor e2e-gvisor | kubectl create -f - >/dev/null
