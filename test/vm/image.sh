@@ -21,7 +21,7 @@ KEY="debian-${SUITE}-v${IMAGE_VERSION}"
 # apparmor: Debian's kernel enables AppArmor and Docker refuses to start containers without
 # apparmor_parser. udev+kmod: devices and the 9p/overlay modules. iptables: Docker's bridge
 # network. containernetworking-plugins: the CNI plugins cri-dockerd's pods use (a later step).
-# apt (in minbase) installs our .deb from a local file: `apt-get install ./cri-dockerd_*.deb`
+# apt (in minbase) installs our .deb from a local file: `apt-get install -y "$VM_IN/cri-dockerd_*.deb"`
 # (its only dependency, docker.io, is here, so no network is needed in the guest).
 PACKAGES=linux-image-amd64,systemd-sysv,udev,kmod,iproute2,procps,ca-certificates,apparmor,docker.io,containerd,runc,iptables,containernetworking-plugins
 # The guest root's size (a sparse file: the host stores only what is written).
@@ -56,7 +56,7 @@ out="$CACHE/$KEY"
 # One build at a time: a second run waits here, then finds the image built.
 exec 9>"$CACHE/lock"
 if ! flock -w "$LOCK_WAIT" 9; then
-	echo "image.sh: another build holds $CACHE/lock for more than ${LOCK_WAIT}s" >&2
+	echo "image.sh: another image.sh holds $CACHE/lock for more than ${LOCK_WAIT}s" >&2
 	exit 1
 fi
 

@@ -79,7 +79,14 @@ esac
 
 img=$("$here/image.sh")
 
+# A run killed with SIGKILL runs no trap (its qemu dies too: --pdeathsig below) and leaves its
+# work directory: remove those of runs that are gone (not the --keep ones).
+for d in "${TMPDIR:-/tmp}"/cri-dockerd-vm.*; do
+	if [ ! -f "$d/pid" ] || [ -e "$d/keep" ]; then continue; fi
+	kill -0 "$(cat "$d/pid")" 2>/dev/null || rm -rf "$d"
+done
 work=$(mktemp -d "${TMPDIR:-/tmp}/cri-dockerd-vm.XXXXXX")
+echo "$$" >"$work/pid"
 name="cri-dockerd-vm-$$"
 qpid=
 # Stops qemu if it still runs: SIGTERM (qemu exits at once, like pulling the plug: the overlay is
@@ -105,7 +112,12 @@ stop_qemu() {
 on_exit() {
 	local rc=$?
 	stop_qemu
-	if [ "$keep" = 1 ]; then echo "run.sh: kept $work" >&2; else rm -rf "$work"; fi
+	if [ "$keep" = 1 ]; then
+		: >"$work/keep"
+		echo "run.sh: kept $work" >&2
+	else
+		rm -rf "$work"
+	fi
 	exit "$rc"
 }
 trap on_exit EXIT
@@ -172,7 +184,7 @@ if [ "$timed_out" = 1 ]; then
 elif [ -s "$share/out/rc" ]; then
 	rc=$(cat "$share/out/rc")
 fi
-[ "$console" = 1 ] || [ ! -f "$share/out/output.log" ] || cat "$share/out/output.log"
+[ ! -f "$share/out/output.log" ] || cat "$share/out/output.log"
 if [ "$timed_out" = 1 ] && [ -s "$share/out/rc" ]; then
 	echo "run.sh: the script ended (exit $(cat "$share/out/rc")) but the guest did not power off" >&2
 elif [ "$rc" = 124 ] || [ "$rc" = 125 ]; then
