@@ -9,6 +9,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/testutil"
 )
 
 // A RunPodSandbox and a CreateContainer whose caller gives up (the kubelet's deadline) while
@@ -33,7 +35,7 @@ func TestCallsAbandonedDuringCreateLeaveNothing(t *testing.T) {
 		case <-hold.seen:
 		case err := <-errc:
 			t.Fatalf("the call ended before Docker's answer to its create: %v", err)
-		case <-time.After(scaled(time.Minute)):
+		case <-time.After(testutil.Scaled(time.Minute)):
 			t.Fatal("no create reached Docker")
 		}
 		cancel()
@@ -44,7 +46,7 @@ func TestCallsAbandonedDuringCreateLeaveNothing(t *testing.T) {
 	gone := func(what string, keep string) {
 		t.Helper()
 		var left []string
-		if !pollUntil(30*time.Second, 50*time.Millisecond, func() bool {
+		if !testutil.PollUntil(30*time.Second, 50*time.Millisecond, func() bool {
 			left = nil
 			for _, c := range podContainers(t, podCfg.Metadata) {
 				if c.ID != keep {

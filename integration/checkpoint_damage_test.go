@@ -45,7 +45,7 @@ var checkpointDamages = []struct {
 // checkpoint, pin or cache entry.
 func TestLostCheckpointKeepsThePodIPAndItsStopReleasesTheLease(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(cniBinDir, "bridge")); err != nil {
-		t.Fatalf("the CNI reference plugins are not installed (run integration/setup/docker.sh): %v", err)
+		t.Fatalf("the CNI reference plugins are not installed (run hack/docker.sh): %v", err)
 	}
 	pd := ownDockerd(t)
 	n := newOwnCNI(t, "ckpt")

@@ -12,9 +12,11 @@ import (
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/testutil"
 )
 
-// The concurrency test (issue 12): 100 pods started at once (RunPodSandbox, then each pod's
+// The concurrency test: 100 pods started at once (RunPodSandbox, then each pod's
 // container created and started), then all stopped and removed at once, on a CNI network of
 // the test's own. Every call succeeds, every pod gets an address of its own, and afterwards
 // nothing is left (containers, checkpoints, pins, log records, leases, veths, NAT rules, log
@@ -77,13 +79,9 @@ func (s *goroutineSampler) Stop() int {
 // a row, 200 ms apart, and returns it with its dump.
 func settledGoroutines(t *testing.T, addr string) (int, string) {
 	t.Helper()
-	last, dump := goroutineDump(t, addr)
-	for same, deadline := 0, time.Now().Add(scaled(goroutineSettle)); same < 5; {
-		if time.Now().After(deadline) {
-			t.Logf("the goroutine count did not settle within %v; taking %d", goroutineSettle, last)
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
+	// last starts at -1, a count no read returns, so the first read sets same to 0.
+	last, dump, same := -1, "", -1
+	if !testutil.PollUntil(goroutineSettle, 200*time.Millisecond, func() bool {
 		n, d := goroutineDump(t, addr)
 		if n == last {
 			same++
@@ -91,6 +89,9 @@ func settledGoroutines(t *testing.T, addr string) (int, string) {
 			same = 0
 		}
 		last, dump = n, d
+		return same >= 5
+	}) {
+		t.Logf("the goroutine count did not settle within %v; taking %d", goroutineSettle, last)
 	}
 	return last, dump
 }
@@ -241,11 +242,12 @@ func TestConcurrentRunAndRemovalOf100PodsLeavesNothing(t *testing.T) {
 
 	// The goroutines come back to the baseline. Bounded, so that a leak fails rather than
 	// hangs: the wait is for the last followers and streams to end.
-	after, afterDump := goroutineDump(t, addr)
-	for deadline := time.Now().Add(scaled(goroutineSettle)); after > baseline+goroutineSlack && time.Now().Before(deadline); {
-		time.Sleep(200 * time.Millisecond)
+	var after int
+	var afterDump string
+	testutil.PollUntil(goroutineSettle, 200*time.Millisecond, func() bool {
 		after, afterDump = goroutineDump(t, addr)
-	}
+		return after <= baseline+goroutineSlack
+	})
 	t.Logf("%d pods: run+create+start %v, stop+remove %v; goroutines: baseline %d, %d with the pods running, peak %d, after %d",
 		len(pods), runTook.Round(time.Millisecond), removeTook.Round(time.Millisecond), baseline, running, peak, after)
 	if after > baseline+goroutineSlack {

@@ -22,7 +22,7 @@ import (
 
 // BenchmarkNodeFullOfPods measures what the kubelet's relist costs on a node with many pods,
 // ours (the container store) against upstream v0.4.3 and against the raw Docker calls, in one
-// run on one private dockerd (issue 14). For each population in $DENSITY_PODS (default
+// run on one private dockerd. For each population in $DENSITY_PODS (default
 // "100,250"; each pod is a sandbox and one busybox container, Docker's bridge) it reports, as
 // the mean of $DENSITY_CALLS calls (default 20):
 //
@@ -45,7 +45,7 @@ import (
 // With $DENSITY_PROFILES set to a directory, ours' heap and goroutine profiles at each
 // population are written there (heap-N.pprof, goroutines-N.txt), to see where its RSS goes.
 //
-//	CRI_DOCKERD_UPSTREAM=$(integration/setup/upstream.sh) go test -tags integration -run XXX \
+//	CRI_DOCKERD_UPSTREAM=$(hack/upstream.sh) go test -tags integration -run XXX \
 //	-bench NodeFullOfPods -benchtime 1x -timeout 60m ./integration/
 func BenchmarkNodeFullOfPods(b *testing.B) {
 	sizes := envInts(b, "DENSITY_PODS", []int{100, 250})

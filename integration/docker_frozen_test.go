@@ -3,12 +3,17 @@
 package integration
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"os"
 	"syscall"
 	"testing"
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/testutil"
 )
 
 // With dockerd frozen (SIGSTOP: its socket accepts, nothing answers), Status answers within its
@@ -34,6 +39,7 @@ func TestStatusAnswersWhileDockerdIsFrozen(t *testing.T) {
 		}
 	}
 	t.Cleanup(thaw) // before the daemon's and dockerd's own cleanups
+	awaitStopped(t, pid)
 
 	// A kubelet-like deadline far longer than Status's own bound.
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
@@ -65,4 +71,34 @@ func TestStatusAnswersWhileDockerdIsFrozen(t *testing.T) {
 	awaitRuntimeReady(t, 30*time.Second, func(ctx context.Context) (*runtimeapi.StatusResponse, error) {
 		return d.Runtime.Status(ctx, &runtimeapi.StatusRequest{})
 	})
+}
+
+// awaitStopped waits until every thread of pid is stopped. kill returns before a SIGSTOP has
+// taken hold of a process, and a thread not yet stopped can still answer a ping (once in a
+// loaded run: Status was ready 2 ms after the signal).
+func awaitStopped(t *testing.T, pid int) {
+	t.Helper()
+	if !testutil.PollUntil(10*time.Second, 5*time.Millisecond, func() bool { return allThreadsStopped(pid) }) {
+		t.Fatalf("pid %d is not stopped 10 s after SIGSTOP", pid)
+	}
+}
+
+// allThreadsStopped tells whether every thread of pid is in state T (stopped) or t (traced).
+func allThreadsStopped(pid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil || len(tasks) == 0 {
+		return false
+	}
+	for _, task := range tasks {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+		if err != nil {
+			return false
+		}
+		// The state is the field after "(comm)"; comm itself may hold ")".
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 || i+2 >= len(stat) || (stat[i+2] != 'T' && stat[i+2] != 't') {
+			return false
+		}
+	}
+	return true
 }

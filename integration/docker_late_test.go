@@ -10,6 +10,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/testutil"
 )
 
 // With Docker not up yet, cri-dockerd serves its socket at once, as containerd's CRI does:
@@ -24,7 +26,7 @@ func TestDockerLateAtStart(t *testing.T) {
 	d.DockerLater = true
 	d.Start()
 
-	ctx, cancel := context.WithTimeout(t.Context(), scaled(time.Minute))
+	ctx, cancel := context.WithTimeout(t.Context(), testutil.Scaled(time.Minute))
 	defer cancel()
 	st, err := d.Runtime.Status(ctx, &runtimeapi.StatusRequest{})
 	if err != nil {
@@ -70,7 +72,7 @@ func TestDockerLateAtStartSocketActivated(t *testing.T) {
 	a := startActivated(t, pd.Host)
 	a.awaitNote(t, "READY=1")
 
-	ctx, cancel := context.WithTimeout(t.Context(), scaled(time.Minute))
+	ctx, cancel := context.WithTimeout(t.Context(), testutil.Scaled(time.Minute))
 	defer cancel()
 	st, err := a.Client.Status(ctx, &runtimeapi.StatusRequest{})
 	if err != nil {
@@ -107,7 +109,7 @@ func awaitRuntimeReady(t *testing.T, timeout time.Duration, status func(context.
 	t.Helper()
 	var st *runtimeapi.StatusResponse
 	var err error
-	if !pollUntil(timeout, 50*time.Millisecond, func() bool {
+	if !testutil.PollUntil(timeout, 50*time.Millisecond, func() bool {
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 		defer cancel()
 		st, err = status(ctx)

@@ -13,6 +13,8 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"google.golang.org/grpc"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/testutil"
 )
 
 // events is one GetContainerEvents stream, read in the background; events of containers of
@@ -56,7 +58,7 @@ func openContainerEvents(t testing.TB, d *Daemon) *eventsStream {
 // waitEvent returns the next event of type typ for container id, skipping others.
 func (es *eventsStream) waitEvent(t testing.TB, id string, typ runtimeapi.ContainerEventType) *runtimeapi.ContainerEventResponse {
 	t.Helper()
-	timeout := time.After(scaled(30 * time.Second))
+	timeout := time.After(testutil.Scaled(30 * time.Second))
 	for {
 		select {
 		case ev, ok := <-es.ch:
@@ -194,13 +196,8 @@ func TestContainerEventsSurviveDockerRestart(t *testing.T) {
 	// awaitReconnect waits until the watcher follows Docker again after n earlier reconnects.
 	awaitReconnect := func(n int, since time.Time, sinceWhat, what string) {
 		t.Helper()
-		deadline := time.Now().Add(scaled(30 * time.Second))
-		for reconnects() <= n {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: cri-dockerd did not follow Docker's events again within 30 s", what)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		testutil.Eventually(t, 30*time.Second, 10*time.Millisecond, func() bool { return reconnects() > n },
+			"%s: cri-dockerd did not follow Docker's events again within 30 s", what)
 		t.Logf("%s: following Docker's events again %v after %s", what, time.Since(since).Round(time.Millisecond), sinceWhat)
 	}
 	// expect reads events until each of want (container id -> event types, in order) came,
@@ -227,7 +224,7 @@ func TestContainerEventsSurviveDockerRestart(t *testing.T) {
 			}
 			return true
 		}
-		timeout := time.After(scaled(30 * time.Second))
+		timeout := time.After(testutil.Scaled(30 * time.Second))
 		for !done() {
 			select {
 			case ev, ok := <-es.ch:
@@ -323,10 +320,7 @@ func TestContainerEventsSurviveDockerRestart(t *testing.T) {
 	pd.Stop()
 	before := strings.Count(d.readLog(), "component=events")
 	freeze(false)
-	deadline := time.Now().Add(scaled(10 * time.Second))
-	for strings.Count(d.readLog(), "component=events") == before && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.PollUntil(10*time.Second, 10*time.Millisecond, func() bool { return strings.Count(d.readLog(), "component=events") != before })
 	time.Sleep(200 * time.Millisecond) // a reconnect attempt or two against the stopped dockerd
 	pd.Start()
 	t1 = time.Now()

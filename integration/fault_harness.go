@@ -24,6 +24,8 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/testutil"
 )
 
 // Helpers of the fault and concurrency tests (fault_test.go, concurrency_test.go): a CNI network
@@ -44,14 +46,12 @@ func (d *Daemon) Kill() {
 	}
 	<-d.done
 	if d.ProcessGroup {
-		for deadline := time.Now().Add(scaled(time.Minute)); ; time.Sleep(10 * time.Millisecond) {
-			left := processGroup(pid)
-			if len(left) == 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				d.t.Fatalf("processes of the killed cri-dockerd still run after a minute: %v", left)
-			}
+		var left []string
+		if !testutil.PollUntil(time.Minute, 10*time.Millisecond, func() bool {
+			left = processGroup(pid)
+			return len(left) == 0
+		}) {
+			d.t.Fatalf("processes of the killed cri-dockerd still run after a minute: %v", left)
 		}
 	}
 	if d.conn != nil {
@@ -610,10 +610,10 @@ func goroutineDump(t testing.TB, addr string) (int, string) {
 	return 0, ""
 }
 
-// fetchGoroutines reads the goroutine profile, bounded by scaled(30 s). The request closes its
+// fetchGoroutines reads the goroutine profile, bounded by testutil.Scaled(30 s). The request closes its
 // connection, so that it leaves no goroutine of its own behind.
 func fetchGoroutines(addr string) (int, string, error) {
-	client := &http.Client{Timeout: scaled(30 * time.Second), Transport: &http.Transport{DisableKeepAlives: true}}
+	client := &http.Client{Timeout: testutil.Scaled(30 * time.Second), Transport: &http.Transport{DisableKeepAlives: true}}
 	resp, err := client.Get("http://" + addr + "/debug/pprof/goroutine?debug=1")
 	if err != nil {
 		return 0, "", fmt.Errorf("goroutine profile: %w", err)

@@ -20,7 +20,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// The fault test (issue 12): cri-dockerd is SIGKILLed at a random point of each of many pod
+// The fault test: cri-dockerd is SIGKILLed at a random point of each of many pod
 // lifecycles, then started again; the kubelet retries the call it was making and, later,
 // stops and removes whatever the CRI lists. After each of these cleanups nothing may be left
 // (Docker containers, checkpoints, netns pins, log position records, IP leases, veths, NAT

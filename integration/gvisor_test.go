@@ -24,10 +24,12 @@ import (
 	"golang.org/x/net/dns/dnsmessage"
 	"k8s.io/client-go/tools/remotecommand"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/testutil"
 )
 
 // Pods on gVisor (Debian's runsc) through RuntimeClass, on a CNI network, beside runc pods.
-// integration/setup/docker.sh gives Docker the runtime "gvisor": runsc --network=host, which
+// hack/docker.sh gives Docker the runtime "gvisor": runsc --network=host, which
 // uses the network namespace the sandbox starts in, so the interfaces the CNI ADD makes after
 // the pause container started are the pod's. Every test proves from inside the container that
 // it ran on gVisor (its kernel release and gVisor's dmesg), not only from HostConfig.
@@ -123,13 +125,17 @@ func gvisorPod(t testing.TB, d *Daemon, prefix, handler, script string, edit fun
 func httpFrom(t testing.TB, d *Daemon, id, ip string) string {
 	t.Helper()
 	request := fmt.Sprintf(`printf 'GET / HTTP/1.0\r\nHost: %s\r\n\r\n' | nc -w 5 %s 8080`, ip, ip)
-	var last string
-	for deadline := time.Now().Add(scaled(20 * time.Second)); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+	var answer, last string
+	if testutil.PollUntil(20*time.Second, 200*time.Millisecond, func() bool {
 		resp, err := d.Runtime.ExecSync(t.Context(), &runtimeapi.ExecSyncRequest{ContainerId: id, Cmd: []string{"sh", "-c", request}, Timeout: 10})
 		if err == nil && strings.Contains(string(resp.Stdout), "200 OK") {
-			return string(resp.Stdout)
+			answer = string(resp.Stdout)
+			return true
 		}
 		last = fmt.Sprintf("stdout %q, stderr %q, err %v", resp.GetStdout(), resp.GetStderr(), err)
+		return false
+	}) {
+		return answer
 	}
 	t.Fatalf("HTTP from %.12s to %s:8080: %s", id, ip, last)
 	return ""
@@ -288,7 +294,7 @@ func TestGVisorExecAttachAndPortForward(t *testing.T) {
 		if err != nil {
 			t.Errorf("attach session: %v", err)
 		}
-	case <-time.After(scaled(30 * time.Second)):
+	case <-time.After(testutil.Scaled(30 * time.Second)):
 		t.Fatalf("attach did not end when the container exited; stdout %q", stdout.String())
 	}
 	stdinW.Close()
@@ -297,20 +303,16 @@ func TestGVisorExecAttachAndPortForward(t *testing.T) {
 	}
 
 	local := 0
-	for deadline := time.Now().Add(scaled(20 * time.Second)); ; time.Sleep(200 * time.Millisecond) {
-		// client-go's forwarder gives up on the first refused connection: retry the session
-		// until httpd listens (gVisor's hostinet /proc/net/tcp is not the probe to wait on).
+	// client-go's forwarder gives up on the first refused connection: retry the session
+	// until httpd listens (gVisor's hostinet /proc/net/tcp is not the probe to wait on).
+	testutil.Eventually(t, 20*time.Second, 200*time.Millisecond, func() bool {
 		local = stForward(t, d, pod, 8080)
-		if body, err := tryGet(fmt.Sprintf("http://127.0.0.1:%d/index.html", local)); err == nil {
-			if body != "hello from gvisor\n" {
-				t.Fatalf("GET through port-forward: %q", body)
-			}
-			break
+		body, err := tryGet(fmt.Sprintf("http://127.0.0.1:%d/index.html", local))
+		if err == nil && body != "hello from gvisor\n" {
+			t.Fatalf("GET through port-forward: %q", body)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("port-forward to the gVisor pod's httpd never answered")
-		}
-	}
+		return err == nil
+	}, "port-forward to the gVisor pod's httpd never answered")
 	for i := 0; i < 3; i++ {
 		if got := stGet(t, fmt.Sprintf("http://127.0.0.1:%d/index.html", local)); got != "hello from gvisor\n" {
 			t.Fatalf("GET through port-forward: %q", got)
@@ -335,18 +337,15 @@ func TestGVisorAbortedExecSessionLeavesNoProcess(t *testing.T) {
 			t.Fatalf("tty %v: the session's process never wrote (%q): the test proves nothing", tty, out.String())
 		}
 		var procs []string
-		for deadline := time.Now().Add(scaled(15 * time.Second)); ; time.Sleep(200 * time.Millisecond) {
+		if !testutil.PollUntil(15*time.Second, 200*time.Millisecond, func() bool {
 			procs = stProcesses(t, ctr)
 			left := false
 			for _, p := range procs {
 				left = left || strings.Contains(p, "tick") || strings.Contains(p, "sleep 0.05")
 			}
-			if !left {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("tty %v: the abandoned session's process still runs in the sandbox: %q", tty, procs)
-			}
+			return !left
+		}) {
+			t.Fatalf("tty %v: the abandoned session's process still runs in the sandbox: %q", tty, procs)
 		}
 	}
 }
@@ -522,11 +521,10 @@ func TestGVisorStopAndRemoveLeaveNothing(t *testing.T) {
 		t.Errorf("%d Docker containers of the pod left", len(list))
 	}
 	var procs []string
-	for deadline := time.Now().Add(scaled(10 * time.Second)); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if procs = append(gvisorProcesses(t, pod), gvisorProcesses(t, ctr)...); len(procs) == 0 {
-			break
-		}
-	}
+	testutil.PollUntil(10*time.Second, 100*time.Millisecond, func() bool {
+		procs = append(gvisorProcesses(t, pod), gvisorProcesses(t, ctr)...)
+		return len(procs) == 0
+	})
 	if len(procs) != 0 {
 		t.Errorf("runsc processes left after removal:\n%s", strings.Join(procs, "\n"))
 	}

@@ -27,14 +27,16 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/testutil"
 )
 
-// What integration/setup prepares.
+// What the set-up scripts in hack/ prepare.
 const (
 	busyboxImage = "cri-dockerd-test/busybox:latest"
 	pauseImage   = "registry.k8s.io/pause:3.10"
 	wrapperLog   = "/var/log/cri-dockerd-test/runtime-wrapped.log"
-	setupHint    = "run integration/setup/docker.sh && integration/setup/images.sh (as root)"
+	setupHint    = "run hack/docker.sh && hack/images.sh (as root)"
 )
 
 // suite is what TestMain prepares once: the binary under test and a Docker client for assertions.
@@ -151,29 +153,26 @@ func (d *Daemon) Start() {
 	d.Runtime = runtimeapi.NewRuntimeServiceClient(d.conn)
 	d.Images = runtimeapi.NewImageServiceClient(d.conn)
 
-	deadline := time.Now().Add(scaled(30 * time.Second))
-	for {
+	if !testutil.PollUntil(30*time.Second, 20*time.Millisecond, func() bool {
 		select {
 		case <-d.done:
 			d.t.Fatalf("cri-dockerd exited before serving (%v); log:\n%s", d.waitErr, d.readLog())
 		default:
 		}
-		if _, err := os.Stat(d.Socket); err == nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			if d.DockerLater {
-				_, err = d.Runtime.Status(ctx, &runtimeapi.StatusRequest{})
-			} else {
-				_, err = d.Runtime.Version(ctx, &runtimeapi.VersionRequest{})
-			}
-			cancel()
-			if err == nil {
-				return
-			}
+		if _, err := os.Stat(d.Socket); err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			d.t.Fatalf("cri-dockerd did not answer on %s within 30 s; log:\n%s", d.Socket, d.readLog())
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		var err error
+		if d.DockerLater {
+			_, err = d.Runtime.Status(ctx, &runtimeapi.StatusRequest{})
+		} else {
+			_, err = d.Runtime.Version(ctx, &runtimeapi.VersionRequest{})
 		}
-		time.Sleep(20 * time.Millisecond)
+		return err == nil
+	}) {
+		d.t.Fatalf("cri-dockerd did not answer on %s within 30 s; log:\n%s", d.Socket, d.readLog())
 	}
 }
 
@@ -188,7 +187,7 @@ func (d *Daemon) Stop() {
 	}
 	select {
 	case <-d.done:
-	case <-time.After(scaled(15 * time.Second)):
+	case <-time.After(testutil.Scaled(15 * time.Second)):
 		_ = d.cmd.Process.Kill()
 		<-d.done
 		d.t.Errorf("cri-dockerd did not exit within 15 s of SIGTERM")

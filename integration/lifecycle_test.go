@@ -13,6 +13,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/testutil"
 )
 
 func TestContainerLifecycle(t *testing.T) {
@@ -124,10 +126,11 @@ func TestContainerOutputIsReadableAtLogPath(t *testing.T) {
 	path := filepath.Join(podCfg.LogDirectory, "app.log")
 	var content []byte
 	var err error
-	for deadline := time.Now().Add(scaled(5 * time.Second)); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if content, err = os.ReadFile(path); err == nil && strings.Contains(string(content), "hello-from-app") {
-			return
-		}
+	if testutil.PollUntil(5*time.Second, 100*time.Millisecond, func() bool {
+		content, err = os.ReadFile(path)
+		return err == nil && strings.Contains(string(content), "hello-from-app")
+	}) {
+		return
 	}
 	t.Errorf("log_path %s: %v, content %q; want the container's output", path, err, content)
 }

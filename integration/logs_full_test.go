@@ -16,6 +16,8 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/testutil"
 )
 
 // mountTmpfs mounts a tmpfs of the given size on a new directory, unmounted when the test ends
@@ -132,10 +134,7 @@ func TestFullLogFilesystemLosesNoLine(t *testing.T) {
 	t.Logf("full for %s, from n=%d on, %d lines in the file then", fullFor.Round(time.Millisecond), atFull, count())
 
 	// Waits on the content, generously: the machine is shared.
-	deadline := time.Now().Add(2 * time.Minute)
-	for count() < total && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
+	testutil.PollUntil(2*time.Minute, 100*time.Millisecond, func() bool { return count() >= total })
 	waitExited(t, d, ctrID)
 	checkNumbered(t, path, total, pad)
 	warnings := strings.Count(d.readLog(), "no space left on device")

@@ -15,6 +15,8 @@ import (
 	"github.com/docker/docker/api/types/strslice"
 	"google.golang.org/grpc/codes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/testutil"
 )
 
 // criLine is one line of a CRI log file.
@@ -48,11 +50,10 @@ func readCRILog(t *testing.T, path string) []criLine {
 	return out
 }
 
+// waitFor is the integration tests' Eventually: 15 s (scaled), polled every 50 ms.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	if !pollUntil(15*time.Second, 50*time.Millisecond, cond) {
-		t.Fatalf("timed out waiting for %s", what)
-	}
+	testutil.Eventually(t, 15*time.Second, 50*time.Millisecond, cond, "timed out waiting for %s", what)
 }
 
 func TestContainerLogIsInCRIFormatWithStreamsAndPartialLines(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 	"github.com/docker/docker/client"
 )
 
-// TestMain builds the binary once and checks that the Docker engine integration/setup prepares
+// TestMain builds the binary once and checks that the Docker engine and images that hack/docker.sh and images.sh prepare
 // is there. A missing engine fails the suite: skipping would let CI pass without testing anything.
 func TestMain(m *testing.M) {
 	os.Exit(run(m))

@@ -20,6 +20,8 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"google.golang.org/grpc/codes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/testutil"
 )
 
 // Pod networking with --network-plugin=cni and Debian's reference plugins (package
@@ -181,19 +183,24 @@ func freeHostPort(t testing.TB) int {
 func httpGet(t *testing.T, url string) string {
 	t.Helper()
 	client := &http.Client{Timeout: 3 * time.Second}
+	var answer string
 	var last error
-	for deadline := time.Now().Add(scaled(15 * time.Second)); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	if testutil.PollUntil(15*time.Second, 100*time.Millisecond, func() bool {
 		resp, err := client.Get(url)
 		if err != nil {
 			last = err
-			continue
+			return false
 		}
 		body, err := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if err == nil && resp.StatusCode == http.StatusOK {
-			return string(body)
+			answer = string(body)
+			return true
 		}
 		last = fmt.Errorf("status %s, body %q, %v", resp.Status, body, err)
+		return false
+	}) {
+		return answer
 	}
 	t.Fatalf("GET %s: %v", url, last)
 	return ""
@@ -230,15 +237,12 @@ func TestCNIPodsReachEachOtherAndAHostPort(t *testing.T) {
 	// the test image's dynamically linked busybox wget crashes on this VM.)
 	request := fmt.Sprintf(`printf 'GET / HTTP/1.0\r\nHost: %s\r\n\r\n' | nc -w 5 %s 8080`, serverIP, serverIP)
 	var answer string
-	for deadline := time.Now().Add(scaled(15 * time.Second)); ; time.Sleep(100 * time.Millisecond) {
+	if !testutil.PollUntil(15*time.Second, 100*time.Millisecond, func() bool {
 		resp, err := d.Runtime.ExecSync(t.Context(), &runtimeapi.ExecSyncRequest{ContainerId: sleeperID, Cmd: []string{"sh", "-c", request}, Timeout: 10})
 		answer = fmt.Sprintf("%q (stderr %q, err %v)", resp.GetStdout(), resp.GetStderr(), err)
-		if err == nil && strings.Contains(string(resp.Stdout), "200 OK") && strings.Contains(string(resp.Stdout), marker) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("HTTP from the client pod to %s:8080: %s", serverIP, answer)
-		}
+		return err == nil && strings.Contains(string(resp.Stdout), "200 OK") && strings.Contains(string(resp.Stdout), marker)
+	}) {
+		t.Fatalf("HTTP from the client pod to %s:8080: %s", serverIP, answer)
 	}
 
 	// The host port, from the host.

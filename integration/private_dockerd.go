@@ -24,10 +24,12 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/client"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/testutil"
 )
 
 // PrivateDockerd is a dockerd of a test's own, for what must not happen to the shared engine
-// (restarting it, a kubelet that kills unknown pods). Same recipe as integration/e2e/run.sh:
+// (restarting it, a kubelet that kills unknown pods). Same recipe as test/e2e/run.sh:
 // its own data root, exec root (and so its own managed containerd, started by dockerd from
 // Debian's docker.io), pid file, socket and containerd namespaces; a bridge of its own, no iptables,
 // no NAT, so it changes nothing else on the host's network: pods on it use the host network
@@ -53,7 +55,7 @@ type PrivateDockerdOptions struct {
 	// LiveRestore is daemon.json's "live-restore": containers keep running while dockerd is
 	// stopped, and dockerd takes them back when it starts again.
 	LiveRestore bool
-	// Docker29 runs the Docker 29 engine that integration/setup/docker29.sh built (its dockerd,
+	// Docker29 runs the Docker 29 engine that hack/docker29.sh built (its dockerd,
 	// which starts the containerd and runc built with it) instead of Debian's 20.10, with the
 	// runtimes and cgroup driver of that script's engine.
 	Docker29 bool
@@ -147,7 +149,7 @@ func StartPrivateDockerdWith(t testing.TB, opts PrivateDockerdOptions, images ..
 	return p
 }
 
-// privateDaemonJSON is the runtimes and exec-opts of the daemon.json integration/setup wrote
+// privateDaemonJSON is the runtimes and exec-opts of the daemon.json hack/docker.sh wrote
 // for the engine it runs (/etc/docker/daemon.json, or Docker 29's) and the options' settings,
 // nothing else.
 func privateDaemonJSON(t testing.TB, opts PrivateDockerdOptions) []byte {
@@ -235,7 +237,7 @@ func savedImages(t testing.TB, images []string) []byte {
 	return b
 }
 
-// What integration/setup/docker29.sh leaves for the private Docker 29 engines: the directory
+// What hack/docker29.sh leaves for the private Docker 29 engines: the directory
 // of its binaries (in a file) and its engine's daemon.json.
 const (
 	docker29BinFile = "/run/cri-dockerd-docker29/bin"
@@ -249,7 +251,7 @@ func docker29Bin() (string, error) {
 		_, err = os.Stat(filepath.Join(bin, "dockerd"))
 	}
 	if err != nil {
-		return "", fmt.Errorf("Docker 29's binaries: %v (run integration/setup/docker29.sh)", err)
+		return "", fmt.Errorf("Docker 29's binaries: %v (run hack/docker29.sh)", err)
 	}
 	return bin, nil
 }
@@ -329,24 +331,25 @@ func (p *PrivateDockerd) start() error {
 		return fmt.Errorf("start dockerd: %v (Debian's docker.io provides it: %s)", err, setupHint)
 	}
 
-	deadline := time.Now().Add(scaled(privateDockerdStartTimeout))
-	for {
+	var exited bool
+	if testutil.PollUntil(privateDockerdStartTimeout, 20*time.Millisecond, func() bool {
 		select {
 		case <-p.done:
-			return fmt.Errorf("private dockerd exited before serving (%v); log:\n%s", p.waitErr, p.tailLog())
+			exited = true
+			return true
 		default:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_, err := p.Client.Ping(ctx)
+		_, err = p.Client.Ping(ctx)
 		cancel()
-		if err == nil {
-			return nil
+		return err == nil
+	}) {
+		if exited {
+			return fmt.Errorf("private dockerd exited before serving (%v); log:\n%s", p.waitErr, p.tailLog())
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("private dockerd did not answer on %s within %v (%v); log:\n%s", p.Host, privateDockerdStartTimeout, err, p.tailLog())
-		}
-		time.Sleep(20 * time.Millisecond)
+		return nil
 	}
+	return fmt.Errorf("private dockerd did not answer on %s within %v (%v); log:\n%s", p.Host, privateDockerdStartTimeout, err, p.tailLog())
 }
 
 // Stop sends SIGTERM and waits (bounded) for dockerd to exit. Without live-restore dockerd
@@ -368,7 +371,7 @@ func (p *PrivateDockerd) stop() error {
 	}
 	select {
 	case <-p.done:
-	case <-time.After(scaled(privateDockerdStopTimeout)):
+	case <-time.After(testutil.Scaled(privateDockerdStopTimeout)):
 		_ = p.cmd.Process.Kill()
 		<-p.done
 		return fmt.Errorf("private dockerd did not exit within %v of SIGTERM (killed); log:\n%s", privateDockerdStopTimeout, p.tailLog())

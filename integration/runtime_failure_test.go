@@ -18,19 +18,21 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/testutil"
 )
 
 // A start that the runtime refuses leaves nothing behind: no Docker container, and no process
-// of the runtime. The runtime "gvisor-sandbox" (integration/setup: Debian's runsc 20221219 with
+// of the runtime. The runtime "gvisor-sandbox" (hack/docker.sh: Debian's runsc 20221219 with
 // gVisor's default --network=sandbox) refuses every start on this machine's kernel, after
 // `runsc create` started its sandbox and gofer. Docker alone leaves them running under their
 // containerd shim for ever: Docker 20.10 deletes the task without a kill, which containerd
 // refuses for a task still "created", and Docker 29's kill of it is refused by this runsc;
-// docker kill and stop refuse a container that is not running. See internal/core/sandbox_run.go.
+// docker kill and stop refuse a container that is not running. See internal/core/shim_reclaim.go.
 
 const failingGVisorRuntime = "gvisor-sandbox"
 
-// requireDockerRuntime fails the test when the engine lacks a runtime integration/setup adds.
+// requireDockerRuntime fails the test when the engine lacks a runtime hack/docker.sh adds.
 func requireDockerRuntime(t testing.TB, name string) {
 	t.Helper()
 	info, err := suite.docker.Info(t.Context())
@@ -163,7 +165,7 @@ func dockerCreates(t testing.TB, label string) func(n int) []string {
 	var ids []string
 	return func(n int) []string {
 		t.Helper()
-		timeout := time.After(scaled(time.Minute))
+		timeout := time.After(testutil.Scaled(time.Minute))
 		for len(ids) < n {
 			select {
 			case m := <-msgs:

@@ -14,6 +14,8 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"google.golang.org/grpc/codes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/testutil"
 )
 
 // filesUnder lists the files left in the root directory's subdirectory dir.
@@ -48,7 +50,7 @@ func podWithRemovedPause(t *testing.T, d *Daemon, cfg *runtimeapi.PodSandboxConf
 	// loaded machine delays: until then the pod is listed as it was.
 	var list *runtimeapi.ListPodSandboxResponse
 	var err error
-	if !pollUntil(30*time.Second, 20*time.Millisecond, func() bool {
+	if !testutil.PollUntil(30*time.Second, 20*time.Millisecond, func() bool {
 		list, err = d.Runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{Id: id}})
 		return err == nil && len(list.Items) == 1 && list.Items[0].State == runtimeapi.PodSandboxState_SANDBOX_NOTREADY
 	}) {
@@ -206,12 +208,13 @@ func TestCreateContainerIntoASandboxThatEndedIsRefused(t *testing.T) {
 	// The removal's event may still be on its way: bounded wait, and every attempt that got
 	// through before it is counted below.
 	var err error
-	for deadline := time.Now().Add(scaled(10 * time.Second)); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	testutil.PollUntil(10*time.Second, 20*time.Millisecond, func() bool {
 		if err = create(removed, removedCfg); err != nil {
-			break
+			return true
 		}
 		t.Logf("CreateContainer went through before the removal's event arrived")
-	}
+		return false
+	})
 	wantCode(t, err, codes.NotFound, "removed")
 	for _, m := range []*runtimeapi.PodSandboxMetadata{stoppedCfg.Metadata} {
 		if list := podContainers(t, m); len(list) != 1 { // the pause container only

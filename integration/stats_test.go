@@ -20,6 +20,8 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/testutil"
 )
 
 // TestStatsOfARealContainer checks container and pod stats against what the container does: it
@@ -82,7 +84,7 @@ func TestStatsOfARealContainer(t *testing.T) {
 	}
 }
 
-// Ours are Docker's figures: read from the container's cgroups (cgroup_stats.go) rather than
+// Ours are Docker's figures: read from the container's cgroups (internal/stats/cgroup_stats.go) rather than
 // through Docker, between two readings of Docker's own stats, CPU, network and memory figures
 // lie between Docker's, and the process count of an idle container equals Docker's.
 func TestStatsAreDockersFigures(t *testing.T) {
@@ -194,7 +196,7 @@ const (
 	// containersPerPod: kubelet-realistic pods of one or two containers.
 	containersPerPod = 2
 	// rawStatsConcurrency bounds the raw side's GETs in flight, like the cache's own bound
-	// (statsConcurrency in internal/core/stats_collector.go).
+	// (Concurrency in internal/stats/collector.go).
 	rawStatsConcurrency = 32
 	// statsCallsPerIter is the warm calls of each RPC per iteration: they take milliseconds.
 	statsCallsPerIter = 10
@@ -326,9 +328,7 @@ func stopRecorded(id string) {
 		return
 	}
 	_ = syscall.Kill(pid, syscall.SIGTERM)
-	for deadline := time.Now().Add(scaled(15 * time.Second)); time.Now().Before(deadline) && procIdentity(pid) == id; {
-		time.Sleep(50 * time.Millisecond)
-	}
+	testutil.PollUntil(15*time.Second, 50*time.Millisecond, func() bool { return procIdentity(pid) != id })
 }
 
 // procIdentity is "PID-STARTTIME" of a running process (start time in clock ticks since boot,
@@ -600,7 +600,7 @@ func (sb *statsBench) run(b *testing.B, n int) {
 	b.ReportMetric(ms(idle.others), "others-dockerd-cpu-ms/s")
 }
 
-// statsPeriod is the stats cache's refresh period (statsInterval in internal/core/stats_collector.go).
+// statsPeriod is the stats cache's refresh period (statsInterval in internal/stats/collector.go).
 const statsPeriod = 10 * time.Second
 
 // rawStatsRound gets what a client without the cache needs: the IDs from one `docker ps` of the

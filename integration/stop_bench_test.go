@@ -21,7 +21,7 @@ import (
 // calls; it reports each one's mean StopPodSandbox, the ratio, and our Docker calls per stop
 // (logged by kind).
 //
-//	CRI_DOCKERD_UPSTREAM=$(integration/setup/upstream.sh) go test -tags integration -run XXX \
+//	CRI_DOCKERD_UPSTREAM=$(hack/upstream.sh) go test -tags integration -run XXX \
 //	  -bench StopPodSandbox -benchtime 20x ./integration/
 func BenchmarkStopPodSandbox(b *testing.B) {
 	bin := upstreamBinary(b)

@@ -15,9 +15,11 @@ import (
 	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/filters"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/testutil"
 )
 
-// The container store (package store, issue 14) answers the lists and status calls from memory.
+// The container store (package store) answers the lists and status calls from memory.
 // Under churn — 50 pods created and removed while their containers exit on their own, `docker
 // rm -f` and `docker kill` from outside, and dockerd restarted once — what it reports must be
 // exactly what Docker holds: afterwards every field we report is compared with a fresh inspect.
@@ -266,27 +268,35 @@ func watchExitLatency(t *testing.T, pd *PrivateDockerd, d *Daemon) *exitLatency 
 					l.wg.Add(1)
 					go func(id string) {
 						defer l.wg.Done()
-						for deadline := time.Now().Add(scaled(10 * time.Second)); time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(time.Millisecond) {
+						testutil.PollUntil(10*time.Second, time.Millisecond, func() bool {
+							if ctx.Err() != nil {
+								return true
+							}
 							lst, err := d.Runtime.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{Id: id}})
 							if err == nil && len(lst.Containers) == 1 && lst.Containers[0].State == runtimeapi.ContainerState_CONTAINER_EXITED {
 								l.mu.Lock()
 								l.listed = append(l.listed, time.Since(at))
 								l.mu.Unlock()
-								break
+								return true
 							}
-						}
-						for deadline := time.Now().Add(scaled(10 * time.Second)); time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(time.Millisecond) {
+							return false
+						})
+						testutil.PollUntil(10*time.Second, time.Millisecond, func() bool {
+							if ctx.Err() != nil {
+								return true
+							}
 							st, err := d.Runtime.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id})
 							if err != nil {
-								return // removed, or dockerd restarting
+								return true // removed, or dockerd restarting
 							}
 							if st.Status.State == runtimeapi.ContainerState_CONTAINER_EXITED {
 								l.mu.Lock()
 								l.ds = append(l.ds, time.Since(at))
 								l.mu.Unlock()
-								return
+								return true
 							}
-						}
+							return false
+						})
 					}(m.Actor.ID)
 				case <-errs:
 					break follow // dockerd restarted: follow again

@@ -28,6 +28,8 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/client-go/transport/spdy"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/testutil"
 )
 
 // The streaming tests drive cri-dockerd's exec, attach and port-forward URLs with client-go's
@@ -268,10 +270,9 @@ func stTTYResize(t *testing.T, run func(remotecommand.StreamOptions) error) {
 	for _, size := range []remotecommand.TerminalSize{{Width: 100, Height: 30}, {Width: 211, Height: 57}} {
 		sizes <- size
 		want := fmt.Sprintf("%d %d", size.Height, size.Width)
-		deadline := time.Now().Add(scaled(20 * time.Second))
-		for !strings.Contains(out.String(), want) {
-			if time.Now().After(deadline) {
-				t.Fatalf("terminal never reported size %q; output so far %q", want, out.String())
+		if !testutil.PollUntil(20*time.Second, 100*time.Millisecond, func() bool {
+			if strings.Contains(out.String(), want) {
+				return true
 			}
 			select {
 			case err := <-done:
@@ -279,7 +280,9 @@ func stTTYResize(t *testing.T, run func(remotecommand.StreamOptions) error) {
 			default:
 			}
 			_, _ = stdinW.Write([]byte("\n"))
-			time.Sleep(100 * time.Millisecond)
+			return false
+		}) {
+			t.Fatalf("terminal never reported size %q; output so far %q", want, out.String())
 		}
 	}
 	_, _ = stdinW.Write([]byte("q\n"))
@@ -288,7 +291,7 @@ func stTTYResize(t *testing.T, run func(remotecommand.StreamOptions) error) {
 		if err != nil {
 			t.Errorf("session: %v", err)
 		}
-	case <-time.After(scaled(20 * time.Second)):
+	case <-time.After(testutil.Scaled(20 * time.Second)):
 		t.Errorf("session did not end after q; output %q", out.String())
 	}
 	close(sizes)
@@ -322,17 +325,14 @@ func TestAttachToRunningContainer(t *testing.T) {
 		done <- stSPDY(t.Context(), u, remotecommand.StreamOptions{Stdin: stdinR, Stdout: &stdout, Stderr: &stderr})
 	}()
 	_, _ = stdinW.Write([]byte("hello\n"))
-	deadline := time.Now().Add(scaled(20 * time.Second))
-	for !strings.Contains(stdout.String(), "got hello") && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	testutil.PollUntil(20*time.Second, 20*time.Millisecond, func() bool { return strings.Contains(stdout.String(), "got hello") })
 	_, _ = stdinW.Write([]byte("second\n"))
 	select {
 	case err := <-done:
 		if err != nil {
 			t.Errorf("attach session: %v", err)
 		}
-	case <-time.After(scaled(20 * time.Second)):
+	case <-time.After(testutil.Scaled(20 * time.Second)):
 		t.Fatalf("attach did not end when the container exited")
 	}
 	stdinW.Close()
@@ -385,7 +385,7 @@ func stForward(t *testing.T, d *Daemon, podID string, port int) int {
 	case <-ready:
 	case err := <-forwarded:
 		t.Fatalf("port forwarder: %v", err)
-	case <-time.After(scaled(20 * time.Second)):
+	case <-time.After(testutil.Scaled(20 * time.Second)):
 		t.Fatal("port forwarder not ready")
 	}
 	ports, err := pf.GetPorts()
@@ -398,21 +398,24 @@ func stForward(t *testing.T, d *Daemon, podID string, port int) int {
 // stGet fetches a URL, retrying while the pod's server starts.
 func stGet(t *testing.T, rawURL string) string {
 	t.Helper()
-	deadline := time.Now().Add(scaled(20 * time.Second))
-	for {
-		resp, err := http.Get(rawURL)
-		if err == nil {
+	var answer string
+	var err error
+	if testutil.PollUntil(20*time.Second, 200*time.Millisecond, func() bool {
+		var resp *http.Response
+		if resp, err = http.Get(rawURL); err == nil {
 			body, err := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			if err == nil && resp.StatusCode == http.StatusOK {
-				return string(body)
+				answer = string(body)
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GET %s: %v", rawURL, err)
-		}
-		time.Sleep(200 * time.Millisecond)
+		return false
+	}) {
+		return answer
 	}
+	t.Fatalf("GET %s: %v", rawURL, err)
+	return ""
 }
 
 func TestPortForwardToPodServer(t *testing.T) {
@@ -443,18 +446,15 @@ func TestPortForwardToPodServer(t *testing.T) {
 // stWaitListening waits until something in the container's pod accepts connections on port.
 func stWaitListening(t testing.TB, d *Daemon, ctrID string, port int) {
 	t.Helper()
-	deadline := time.Now().Add(scaled(20 * time.Second))
-	for {
-		// A listening socket of the pod's namespace, without connecting to it.
-		probe := fmt.Sprintf("grep -Eq ':%04X [0-9A-F]+:0000 0A ' /proc/net/tcp /proc/net/tcp6", port)
-		resp, err := d.Runtime.ExecSync(t.Context(), &runtimeapi.ExecSyncRequest{ContainerId: ctrID, Cmd: []string{"sh", "-c", probe}, Timeout: 5})
-		if err == nil && resp.ExitCode == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("nothing listens on port %d in the pod (%v)", port, err)
-		}
-		time.Sleep(100 * time.Millisecond)
+	// A listening socket of the pod's namespace, without connecting to it.
+	probe := fmt.Sprintf("grep -Eq ':%04X [0-9A-F]+:0000 0A ' /proc/net/tcp /proc/net/tcp6", port)
+	var err error
+	if !testutil.PollUntil(20*time.Second, 100*time.Millisecond, func() bool {
+		var resp *runtimeapi.ExecSyncResponse
+		resp, err = d.Runtime.ExecSync(t.Context(), &runtimeapi.ExecSyncRequest{ContainerId: ctrID, Cmd: []string{"sh", "-c", probe}, Timeout: 5})
+		return err == nil && resp.ExitCode == 0
+	}) {
+		t.Fatalf("nothing listens on port %d in the pod (%v)", port, err)
 	}
 }
 
@@ -514,21 +514,18 @@ func TestPortForwardHalfCloseReachesPodServer(t *testing.T) {
 	// wc -c answers only after its input ended: the client's half-close must reach it.
 	podID, ctrID := stPod(t, d, "st-halfclose", "exec nc -ll -p 9090 -e wc -c", nil)
 	stWaitListening(t, d, ctrID, 9090)
-	deadline := time.Now().Add(scaled(20 * time.Second))
-	for {
+	var got, msg []byte
+	// Retried: nc may not listen yet.
+	if !testutil.PollUntil(20*time.Second, 200*time.Millisecond, func() bool {
 		conn, data, errStream := stPortStreams(t, d, podID, 9090)
 		_, _ = data.Write([]byte("12345"))
 		data.Close() // half-close: no more data from the client
-		got, _ := io.ReadAll(data)
-		msg, _ := io.ReadAll(errStream)
+		got, _ = io.ReadAll(data)
+		msg, _ = io.ReadAll(errStream)
 		conn.Close()
-		if strings.TrimSpace(string(got)) == "5" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("port-forward answer %q (error stream %q), want 5", got, msg)
-		}
-		time.Sleep(200 * time.Millisecond) // nc may not listen yet
+		return strings.TrimSpace(string(got)) == "5"
+	}) {
+		t.Fatalf("port-forward answer %q (error stream %q), want 5", got, msg)
 	}
 }
 
@@ -748,14 +745,10 @@ func TestFailingAndAbortedSessionsLeaveNothingBehind(t *testing.T) {
 	// Idle keep-alive connections to Docker may come and go: allow a few.
 	const slack = 4
 	var after int
-	deadline := time.Now().Add(scaled(10 * time.Second))
-	for {
+	testutil.PollUntil(10*time.Second, 200*time.Millisecond, func() bool {
 		after = stOpenFDs(t, pid)
-		if after <= before+slack || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return after <= before+slack
+	})
 	t.Logf("open fds of cri-dockerd: %d before, %d after %d rounds", before, after, rounds)
 	if after > before+slack {
 		t.Errorf("cri-dockerd holds %d file descriptors after %d rounds of failing sessions, %d before", after, rounds, before)
@@ -769,22 +762,16 @@ func TestFailingAndAbortedSessionsLeaveNothingBehind(t *testing.T) {
 		}
 	}
 	var procs []string
-	deadline = time.Now().Add(scaled(10 * time.Second))
-	for {
+	if !testutil.PollUntil(10*time.Second, 200*time.Millisecond, func() bool {
 		procs = stProcesses(t, ctrID)
-		leftover := false
 		for _, p := range procs {
 			if strings.Contains(p, "tick") || p == "cat" || strings.Contains(p, "sleep 0.05") {
-				leftover = true
+				return false
 			}
 		}
-		if !leftover {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("exec'd processes left in the container: %q", procs)
-		}
-		time.Sleep(200 * time.Millisecond)
+		return true
+	}) {
+		t.Fatalf("exec'd processes left in the container: %q", procs)
 	}
 	// The daemon still serves.
 	var out bytes.Buffer

@@ -18,6 +18,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/testutil"
 )
 
 // activated is cri-dockerd run as cri-docker.service runs under systemd: the CRI socket passed
@@ -105,7 +107,7 @@ func startActivated(t *testing.T, dockerHost string) *activated {
 // awaitNote waits for a notification holding want, failing on an exit or after a while.
 func (a *activated) awaitNote(t *testing.T, want string) {
 	t.Helper()
-	timeout := time.After(scaled(30 * time.Second))
+	timeout := time.After(testutil.Scaled(30 * time.Second))
 	for {
 		select {
 		case msg := <-a.Notes:
@@ -132,7 +134,7 @@ func (a *activated) stop(t *testing.T) {
 		if err != nil {
 			t.Errorf("exit after SIGTERM: %v", err)
 		}
-	case <-time.After(scaled(15 * time.Second)):
+	case <-time.After(testutil.Scaled(15 * time.Second)):
 		t.Fatal("no exit within 15 s of SIGTERM")
 	}
 	if _, err := os.Stat(a.Socket); err != nil {
@@ -151,7 +153,7 @@ func TestSocketActivationAndNotify(t *testing.T) {
 		}
 	case err := <-a.Done:
 		t.Fatalf("cri-dockerd exited before READY=1: %v", err)
-	case <-time.After(scaled(30 * time.Second)):
+	case <-time.After(testutil.Scaled(30 * time.Second)):
 		t.Fatal("no READY=1 within 30 s")
 	}
 	a.awaitNote(t, "STATUS=serving")

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/testutil"
 )
 
 // The deployment tools' own command lines for upstream cri-dockerd v0.4.3, unchanged, each on
@@ -142,7 +144,7 @@ exec "$0" "$@"`, netDir, cniBinDir, rootDir)
 		_ = cmd.Process.Signal(os.Interrupt)
 		select {
 		case <-done:
-		case <-time.After(scaled(15 * time.Second)):
+		case <-time.After(testutil.Scaled(15 * time.Second)):
 			_ = cmd.Process.Kill()
 			<-done
 		}
@@ -164,13 +166,12 @@ exec "$0" "$@"`, netDir, cniBinDir, rootDir)
 		}
 		return strings.TrimSpace(stdout.String())
 	}
-	deadline := time.Now().Add(scaled(30 * time.Second))
-	for {
+	testutil.Eventually(t, 30*time.Second, 100*time.Millisecond, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		err := exec.CommandContext(ctx, crictl, "--runtime-endpoint", tc.endpoint, "--timeout", "2s", "version").Run()
 		cancel()
 		if err == nil {
-			break
+			return true
 		}
 		select {
 		case err := <-done:
@@ -178,11 +179,8 @@ exec "$0" "$@"`, netDir, cniBinDir, rootDir)
 			t.Fatalf("cri-dockerd exited (%v) with the %s command line:\n%s", err, tc.name, out)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("crictl version did not answer within 30 s")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return false
+	}, "crictl version did not answer within 30 s")
 
 	podCfg := newPodConfig(t, "tool-"+tc.name)
 	podJSON := writeJSON(t, dir, "pod.json", map[string]any{
@@ -259,13 +257,11 @@ func checkDockerdInRuntimeCgroup(t *testing.T) {
 	pid := strconv.Itoa(dockerdPID(t))
 	want := "/system.slice/docker.service"
 	var line string
-	deadline := time.Now().Add(scaled(10 * time.Second))
-	for time.Now().Before(deadline) {
+	if testutil.PollUntil(10*time.Second, 100*time.Millisecond, func() bool {
 		line = cgroupLine(t, pid, "cpu")
-		if strings.HasSuffix(line, ":"+want) {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
+		return strings.HasSuffix(line, ":"+want)
+	}) {
+		return
 	}
 	t.Errorf("dockerd (pid %s) is in %q, want the cpu hierarchy's %s", pid, line, want)
 }
@@ -334,12 +330,12 @@ func writeJSON(t *testing.T, dir, name string, v any) string {
 	return path
 }
 
-// crictlBinary is the crictl that integration/critest/build-tools.sh builds (cached).
+// crictlBinary is the crictl that test/critest/build-tools.sh builds (cached).
 func crictlBinary(t *testing.T) string {
 	t.Helper()
-	out, err := exec.Command("critest/build-tools.sh").Output()
+	out, err := exec.Command("../test/critest/build-tools.sh").Output()
 	if err != nil {
-		t.Fatalf("integration/critest/build-tools.sh: %v", err)
+		t.Fatalf("test/critest/build-tools.sh: %v", err)
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	return filepath.Join(lines[len(lines)-1], "crictl")

@@ -16,7 +16,7 @@ import (
 )
 
 // A sandbox ID and a container made with `docker run` given to each container RPC get NotFound
-// and are left as they were (issue 12, item 3).
+// and are left as they were: a container RPC acts only on the containers cri-dockerd created.
 func TestContainerRPCsLeaveSandboxesAndDockerContainersAlone(t *testing.T) {
 	d := StartDaemon(t)
 	ctx := t.Context()
@@ -83,8 +83,8 @@ func TestContainerRPCsLeaveSandboxesAndDockerContainersAlone(t *testing.T) {
 }
 
 // Labels that name our log mode and log path, with no log_path, do not send the container's
-// output anywhere (issue 12, item 2); a log_path that leaves the log directory creates nothing
-// (item 1).
+// output anywhere: only the kubelet's log_path says where output goes; a log_path that leaves
+// the log directory creates nothing.
 func TestRequestsCannotChooseWhereOutputGoes(t *testing.T) {
 	d := StartDaemon(t)
 	ctx := t.Context()

@@ -10,6 +10,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/testutil"
 )
 
 // With dockerd stopped while cri-dockerd serves, calls that need Docker answer Unavailable (gRPC's
@@ -59,20 +61,17 @@ func TestDockerDownAnswersUnavailableThenRecovers(t *testing.T) {
 	pd.Start()
 	up := time.Now()
 	for name, call := range calls {
-		deadline := time.Now().Add(scaled(10 * time.Second))
-		for {
+		var err error
+		testutil.PollUntil(10*time.Second, 20*time.Millisecond, func() bool {
 			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-			err := call(ctx)
+			err = call(ctx)
 			cancel()
-			if err == nil {
-				t.Logf("%s succeeds %v after dockerd's start", name, time.Since(up).Round(time.Millisecond))
-				break
-			}
-			if status.Code(err) != codes.Unavailable || time.Now().After(deadline) {
-				t.Errorf("%s after dockerd's start: %v, want success (Unavailable until then)", name, err)
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
+			return err == nil || status.Code(err) != codes.Unavailable
+		})
+		if err == nil {
+			t.Logf("%s succeeds %v after dockerd's start", name, time.Since(up).Round(time.Millisecond))
+		} else {
+			t.Errorf("%s after dockerd's start: %v, want success (Unavailable until then)", name, err)
 		}
 	}
 	if _, err := d.Runtime.StopPodSandbox(t.Context(), &runtimeapi.StopPodSandboxRequest{PodSandboxId: podID}); err != nil {

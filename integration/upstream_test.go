@@ -14,12 +14,12 @@ import (
 )
 
 // upstreamBinary is upstream cri-dockerd's binary for the benchmarks that compare with it in
-// the same run: $CRI_DOCKERD_UPSTREAM, which `make bench` sets from integration/setup/upstream.sh.
+// the same run: $CRI_DOCKERD_UPSTREAM, which `make bench` sets from hack/upstream.sh.
 func upstreamBinary(b *testing.B) string {
 	b.Helper()
 	bin := os.Getenv("CRI_DOCKERD_UPSTREAM")
 	if bin == "" {
-		b.Skip("CRI_DOCKERD_UPSTREAM is not set (make bench sets it: integration/setup/upstream.sh builds upstream v0.4.3)")
+		b.Skip("CRI_DOCKERD_UPSTREAM is not set (make bench sets it: hack/upstream.sh builds upstream v0.4.3)")
 	}
 	if _, err := os.Stat(bin); err != nil {
 		b.Fatalf("CRI_DOCKERD_UPSTREAM: %v", err)
@@ -47,7 +47,7 @@ var benchLogLevel = []string{"--log-level", "info"}
 // and their ratio; stopping and removing the batch (also concurrent) is reported apart. N is
 // $CONCURRENT_PODS, 200 by default.
 //
-//	CRI_DOCKERD_UPSTREAM=$(integration/setup/upstream.sh) go test -tags integration -run XXX \
+//	CRI_DOCKERD_UPSTREAM=$(hack/upstream.sh) go test -tags integration -run XXX \
 //	  -bench ConcurrentRunPodSandbox -benchtime 1x ./integration/
 func BenchmarkConcurrentRunPodSandbox(b *testing.B) {
 	n := 200

@@ -17,6 +17,7 @@ import (
 	"github.com/sirupsen/logrus/hooks/test"
 
 	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
+	"github.com/cri-dockerd/cri-dockerd/internal/testutil"
 )
 
 // tinyFS stands for a filesystem with room for limit bytes per file: a write past it writes
@@ -56,10 +57,8 @@ func (f *tinyFile) Write(p []byte) (int, error) {
 // waitFailures waits until the filesystem has refused at least n writes.
 func (fs *tinyFS) waitFailures(t *testing.T, n int64) {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); fs.failures.Load() < n; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d failed writes, want %d", fs.failures.Load(), n)
-		}
+	if !testutil.PollUntil(30*time.Second, 5*time.Millisecond, func() bool { return fs.failures.Load() >= n }) {
+		t.Fatalf("%d failed writes, want %d", fs.failures.Load(), n)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
+	"github.com/cri-dockerd/cri-dockerd/internal/testutil"
 )
 
 // restartingDocker is a Docker that a test stops and starts, as a dockerd restart with
@@ -211,17 +212,16 @@ func TestFollowersReadAgainAsSoonAsDockerAnswers(t *testing.T) {
 	}
 }
 
-// waitFileLines waits (5 s at most) until a file holds at least n lines, then returns them.
+// waitFileLines waits (5 s at most, scaled by the load) until a file holds at least n lines, then returns them.
 func waitFileLines(t *testing.T, path string, n int) []string {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+	var lines []string
+	if !testutil.PollUntil(5*time.Second, 2*time.Millisecond, func() bool {
 		data, _ := os.ReadFile(path)
-		lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
-		if len(data) > 0 && len(lines) >= n {
-			return lines
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %q, want %d lines", path, lines, n)
-		}
+		lines = strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+		return len(data) > 0 && len(lines) >= n
+	}) {
+		t.Fatalf("%s: %q, want %d lines", path, lines, n)
 	}
+	return lines
 }

@@ -15,21 +15,14 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
+	"github.com/cri-dockerd/cri-dockerd/internal/testutil"
 )
 
 // runningContainer starts a container in the fake and returns its ID.
 func runningContainer(t *testing.T, fake *libdocker.Fake, tty bool) string {
 	t.Helper()
-	ctx := context.Background()
 	fake.AddImage(libdocker.FakeImage("", "", "busybox:latest"))
-	id, err := fake.CreateContainer(ctx, fmt.Sprintf("c%d", time.Now().UnixNano()), &container.Config{Image: "busybox", Tty: tty}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := fake.StartContainer(ctx, id); err != nil {
-		t.Fatal(err)
-	}
-	return id
+	return testutil.RunningContainer(t, fake, fmt.Sprintf("c%d", time.Now().UnixNano()), &container.Config{Image: "busybox", Tty: tty}, nil)
 }
 
 func newManager(t *testing.T, fake *libdocker.Fake, stateDir string) *Manager {
@@ -48,15 +41,14 @@ func newManager(t *testing.T, fake *libdocker.Fake, stateDir string) *Manager {
 func waitLines(t *testing.T, path string, n int) []string {
 	t.Helper()
 	var lines []string
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	if !testutil.PollUntil(5*time.Second, 5*time.Millisecond, func() bool {
 		data, _ := os.ReadFile(path)
 		lines = strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
-		if len(data) > 0 && len(lines) >= n {
-			return lines
-		}
+		return len(data) > 0 && len(lines) >= n
+	}) {
+		t.Fatalf("%s: %d lines, want %d: %q", path, len(lines), n, lines)
 	}
-	t.Fatalf("%s: %d lines, want %d: %q", path, len(lines), n, lines)
-	return nil
+	return lines
 }
 
 // fields splits a CRI log line into time, stream, tag and content.
@@ -609,12 +601,12 @@ func TestRecordFollowsTheWritesWhileRunning(t *testing.T) {
 	}
 	lines := waitLines(t, path, 1)
 	at, _, _, _ := fields(t, lines[0])
-	deadline := time.Now().Add(5 * time.Second)
-	for rec := loadRecord(m.recordPath(id)); !rec.Time.Equal(at); rec = loadRecord(m.recordPath(id)) {
-		if time.Now().After(deadline) {
-			t.Fatalf("record %+v while running, want the line written %v after the last save (%v)", rec, recordEvery, at)
-		}
-		time.Sleep(10 * time.Millisecond)
+	var rec position
+	if !testutil.PollUntil(5*time.Second, 10*time.Millisecond, func() bool {
+		rec = loadRecord(m.recordPath(id))
+		return rec.Time.Equal(at)
+	}) {
+		t.Fatalf("record %+v while running, want the line written %v after the last save (%v)", rec, recordEvery, at)
 	}
 }
 

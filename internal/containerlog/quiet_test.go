@@ -12,6 +12,7 @@ import (
 	"github.com/sirupsen/logrus/hooks/test"
 
 	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
+	"github.com/cri-dockerd/cri-dockerd/internal/testutil"
 )
 
 // A container's log written, completed at its exit and resumed at the next start, with nothing
@@ -91,9 +92,7 @@ func TestABrokenLogStreamIsAWarning(t *testing.T) {
 			}
 			return false
 		}
-		for deadline := time.Now().Add(5 * time.Second); !warned() && time.Now().Before(deadline); {
-			time.Sleep(10 * time.Millisecond)
-		}
+		testutil.PollUntil(5*time.Second, 10*time.Millisecond, warned)
 		m.Close()
 		if !warned() {
 			t.Errorf("broken at the exit %v: no warning in %d log entries", atExit, len(hook.AllEntries()))

@@ -13,6 +13,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/imagevolume"
 )
 
 // CreateContainer creates a container in a pod sandbox, on the sandbox's runtime: every
@@ -62,21 +64,21 @@ func (s *Service) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 		return nil, err
 	}
 	name := makeContainerName(sandboxCfg.Metadata, cfg.Metadata)
-	vols, err := s.imageVolumes.prepare(ctx, name, cfg.Mounts, containerCfg, hostCfg)
+	vols, err := s.imageVolumes.Prepare(ctx, name, cfg.Mounts, containerCfg, hostCfg)
 	if err != nil {
 		return nil, err
 	}
 	id, err := s.createContainer(ctx, name, containerCfg, hostCfg)
 	if err != nil {
-		vols.release()
+		vols.Release()
 		return nil, s.runtimeFailure(ctx, err, fmt.Sprintf("create container %q", name), rt)
 	}
-	if err := vols.check(ctx, id); err != nil {
+	if err := vols.Check(ctx, id); err != nil {
 		s.removeAfterFailure(ctx, id)
-		vols.release()
+		vols.Release()
 		return nil, err
 	}
-	vols.commit(id)
+	vols.Commit(id)
 	return &runtimeapi.CreateContainerResponse{ContainerId: id}, nil
 }
 
@@ -101,7 +103,7 @@ func validateContainerConfig(cfg *runtimeapi.ContainerConfig) error {
 	}
 	for _, m := range cfg.Mounts {
 		if m.GetImage().GetImage() != "" {
-			if err := validateImageVolumeMount(m); err != nil {
+			if err := imagevolume.ValidateMount(m); err != nil {
 				return err
 			}
 			continue

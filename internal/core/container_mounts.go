@@ -24,7 +24,7 @@ import (
 // mounts go as mounts with ReadOnlyNonRecursive there. SELinux relabel exists only for binds:
 // where SELinux is off (relabel is a no-op, as in containerd) it is not needed; where it is on,
 // a relabelled read-only mount stays a bind, and Docker makes it recursive (said once).
-// Image volumes are image_volume.go's.
+// Image volumes are internal/imagevolume's.
 func (s *Service) hostMounts(ctx context.Context, mounts []*runtimeapi.Mount) ([]string, []mount.Mount, error) {
 	engine := s.engine()
 	selinux := false

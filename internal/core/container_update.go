@@ -42,18 +42,6 @@ func (s *Service) UpdateContainerResources(ctx context.Context, req *runtimeapi.
 	for _, w := range warnings {
 		s.log.WithField("container", id).Warnf("resource update: Docker says: %s", w)
 	}
-	s.stats.forgetMeta(c.ID)
+	s.stats.ForgetMeta(c.ID)
 	return &runtimeapi.UpdateContainerResourcesResponse{}, nil
-}
-
-// UpdatePodSandboxResources accepts the kubelet's notice of a pod resize: the pod's cgroup is
-// the kubelet's own, which it has already resized, and the sandbox container has no resources
-// of its own. VM-based runtimes, which would size their VM from it, cannot be told through
-// Docker.
-func (s *Service) UpdatePodSandboxResources(_ context.Context, req *runtimeapi.UpdatePodSandboxResourcesRequest) (*runtimeapi.UpdatePodSandboxResourcesResponse, error) {
-	if req.GetPodSandboxId() == "" {
-		return nil, invalidf("pod_sandbox_id is required")
-	}
-	s.log.WithField("sandbox", req.PodSandboxId).Debug("pod resized; its cgroup is the kubelet's, nothing to change in Docker")
-	return &runtimeapi.UpdatePodSandboxResourcesResponse{}, nil
 }

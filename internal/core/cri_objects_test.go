@@ -15,6 +15,8 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/imagevolume"
 )
 
 // containerRPCs calls every container RPC that acts on a container with id.
@@ -211,7 +213,7 @@ func TestReservedLabelKeysAreRefused(t *testing.T) {
 	fake := libdocker.NewFake()
 	s := newTestService(t, fake, Options{})
 	podID, podCfg := runPod(t, s, "p", "")
-	for _, key := range []string{logLabel, containerLogPathLabel, containerTypeLabel, sandboxIDLabel, handlerLabel, criKeysLabel, imageVolumesLabel, "io.cri-dockerd.anything", "annotation.x", ""} {
+	for _, key := range []string{logLabel, containerLogPathLabel, containerTypeLabel, sandboxIDLabel, handlerLabel, criKeysLabel, imagevolume.Label, "io.cri-dockerd.anything", "annotation.x", ""} {
 		cfg := containerConfig("c")
 		cfg.Labels = map[string]string{key: "cri", "app": "x"}
 		_, err := s.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: podID, Config: cfg, SandboxConfig: podCfg})

@@ -5,6 +5,8 @@ import (
 
 	"github.com/docker/docker/api/types/system"
 	"github.com/docker/docker/api/types/versions"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/imagevolume"
 )
 
 // What the Docker Engine can do, by the API version our client negotiated. Every behaviour
@@ -23,7 +25,7 @@ const (
 	apiCDI         = "1.44"
 	// apiReadOnlyModes is also where "ro" binds become recursively read-only.
 	apiReadOnlyModes = "1.44"
-	apiImageMounts   = "1.48"
+	apiImageMounts   = imagevolume.NativeAPIVersion
 )
 
 // engineFeatures is what one engine supports.

@@ -18,6 +18,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
+	"github.com/cri-dockerd/cri-dockerd/internal/testutil"
 )
 
 // eventStream is the server side of one GetContainerEvents call, as a test sees it.
@@ -70,7 +71,7 @@ func openEvents(t *testing.T, s *Service) (*eventStream, <-chan error, context.C
 // ones as changes it missed (the kubelet would just relist; the tests count events exactly).
 func caughtUp(t *testing.T, s *Service) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+	testutil.Eventually(t, 5*time.Second, 2*time.Millisecond, func() bool {
 		list, err := s.docker.ListContainers(context.Background(), container.ListOptions{All: true, Filters: libdocker.LabelFilter(containerTypeLabel)})
 		if err != nil {
 			t.Fatal(err)
@@ -83,13 +84,8 @@ func caughtUp(t *testing.T, s *Service) {
 			}
 		}
 		s.events.mu.Unlock()
-		if done {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the event watcher has not caught up with Docker within 5 s")
-		}
-	}
+		return done
+	}, "the event watcher has not caught up with Docker within 5 s")
 }
 
 // nextEvent waits for the next event and checks its container and type.
@@ -492,12 +488,8 @@ func TestContainerEventsEndOnClose(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("stream still open after Close")
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for fake.EventSubscribers() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d Docker event subscriptions left open", fake.EventSubscribers())
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testutil.PollUntil(5*time.Second, 10*time.Millisecond, func() bool { return fake.EventSubscribers() == 0 }) {
+		t.Fatalf("%d Docker event subscriptions left open", fake.EventSubscribers())
 	}
 }
 

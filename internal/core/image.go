@@ -2,7 +2,6 @@ package core
 
 import (
 	"context"
-	"encoding/json"
 	"slices"
 	"sort"
 	"strconv"
@@ -10,41 +9,12 @@ import (
 
 	"github.com/distribution/reference"
 	"github.com/docker/docker/api/types/image"
-	"github.com/docker/docker/api/types/registry"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-
-	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
 )
 
 // Image IDs are Docker's content IDs ("sha256:..."): PullImage's image_ref, Image.id,
 // ContainerStatus.image_id and Container.image_id are all that same string, as the CRI asks.
 // ContainerStatus.image_ref alone has upstream's docker-pullable:// form (container_status.go).
-
-// ListImages lists Docker's images (tagged or pulled by digest), optionally one image only.
-func (s *Service) ListImages(ctx context.Context, req *runtimeapi.ListImagesRequest) (*runtimeapi.ListImagesResponse, error) {
-	if ref := req.GetFilter().GetImage().GetImage(); ref != "" {
-		img, err := s.docker.InspectImage(ctx, ref)
-		if libdocker.IsNotFound(err) {
-			return &runtimeapi.ListImagesResponse{}, nil
-		}
-		if err != nil {
-			return nil, dockerError(err, "inspect image %q", ref)
-		}
-		return &runtimeapi.ListImagesResponse{Images: []*runtimeapi.Image{s.criImage(ctx, img)}}, nil
-	}
-	list, err := s.docker.ListImages(ctx, image.ListOptions{})
-	if err != nil {
-		return nil, dockerError(err, "list images")
-	}
-	containerdStore := s.containerdImageStore(ctx)
-	out := make([]*runtimeapi.Image, 0, len(list))
-	for _, img := range list {
-		out = append(out, s.newCRIImage(img.ID, img.RepoTags, img.RepoDigests, img.Size, containerdStore))
-	}
-	return &runtimeapi.ListImagesResponse{Images: out}, nil
-}
 
 // criImageRefs turns Docker's names of an image into the CRI's repo_tags and repo_digests, so
 // that ListImages and ImageStatus report the same for the same image on either image store.
@@ -152,90 +122,4 @@ func (s *Service) criImage(ctx context.Context, img *image.InspectResponse) *run
 		}
 	}
 	return ci
-}
-
-// ImageStatus answers an empty response, not an error, for an image Docker does not have.
-func (s *Service) ImageStatus(ctx context.Context, req *runtimeapi.ImageStatusRequest) (*runtimeapi.ImageStatusResponse, error) {
-	ref := req.GetImage().GetImage()
-	if ref == "" {
-		return nil, invalidf("image is required")
-	}
-	img, err := s.docker.InspectImage(ctx, ref)
-	if libdocker.IsNotFound(err) {
-		return &runtimeapi.ImageStatusResponse{}, nil
-	}
-	if err != nil {
-		return nil, dockerError(err, "inspect image %q", ref)
-	}
-	resp := &runtimeapi.ImageStatusResponse{Image: s.criImage(ctx, img)}
-	if req.Verbose {
-		raw, _ := json.Marshal(img)
-		resp.Info = map[string]string{"info": string(raw)}
-	}
-	return resp, nil
-}
-
-// PullImage pulls an image with the given registry credentials and answers its ID. The
-// request's context reaches Docker: a kubelet that gives up cancels the pull.
-func (s *Service) PullImage(ctx context.Context, req *runtimeapi.PullImageRequest) (*runtimeapi.PullImageResponse, error) {
-	ref := req.GetImage().GetImage()
-	if ref == "" {
-		return nil, invalidf("image is required")
-	}
-	var auth registry.AuthConfig
-	if a := req.GetAuth(); a != nil {
-		auth = registry.AuthConfig{
-			Username:      a.Username,
-			Password:      a.Password,
-			Auth:          a.Auth,
-			ServerAddress: a.ServerAddress,
-			IdentityToken: a.IdentityToken,
-			RegistryToken: a.RegistryToken,
-		}
-	}
-	if err := s.docker.PullImage(ctx, ref, auth, s.opts.ImagePullProgressDeadline); err != nil {
-		if ctx.Err() != nil {
-			return nil, dockerError(ctx.Err(), "pull image %q", ref)
-		}
-		return nil, dockerError(err, "pull image %q", ref)
-	}
-	img, err := s.docker.InspectImage(ctx, ref)
-	if err != nil {
-		return nil, dockerError(err, "inspect pulled image %q", ref)
-	}
-	return &runtimeapi.PullImageResponse{ImageRef: img.ID}, nil
-}
-
-// RemoveImage removes an image with all its tags, whichever reference names it, as the CRI
-// asks. Removals are serialised (the kubelet removes images one by one anyway): a call that
-// finds a tag already gone must not return while another call is still removing the image's
-// other tags. An image that does not exist is a success.
-func (s *Service) RemoveImage(ctx context.Context, req *runtimeapi.RemoveImageRequest) (*runtimeapi.RemoveImageResponse, error) {
-	ref := req.GetImage().GetImage()
-	if ref == "" {
-		return nil, invalidf("image is required")
-	}
-	s.imageRemoval.Lock()
-	defer s.imageRemoval.Unlock()
-	img, err := s.docker.InspectImage(ctx, ref)
-	if libdocker.IsNotFound(err) {
-		return &runtimeapi.RemoveImageResponse{}, nil
-	}
-	if err != nil {
-		return nil, dockerError(err, "inspect image %q", ref)
-	}
-	if users := s.imageVolumes.usersOf(ctx, img.ID); len(users) > 0 {
-		return nil, status.Errorf(codes.FailedPrecondition, "image %q (%s) is mounted as an image volume by container %s: remove the container first", ref, img.ID, strings.Join(users, ", "))
-	}
-	// Untag each name first: Docker refuses to remove an ID with several tags without force,
-	// and force would also remove an image a container still uses.
-	for _, tag := range realReferences(img.RepoTags) {
-		if _, err := s.docker.RemoveImage(ctx, tag, image.RemoveOptions{PruneChildren: true}); err != nil && !libdocker.IsNotFound(err) {
-			return nil, dockerError(err, "remove image %q", tag)
-		}
-	}
-	if _, err := s.docker.RemoveImage(ctx, img.ID, image.RemoveOptions{PruneChildren: true}); err != nil && !libdocker.IsNotFound(err) {
-		return nil, dockerError(err, "remove image %q", img.ID)
-	}
-	return &runtimeapi.RemoveImageResponse{}, nil
 }

@@ -3,15 +3,9 @@ package core
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/docker/docker/api/types/registry"
-	"google.golang.org/grpc/codes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
@@ -76,122 +70,6 @@ func TestImageUserFields(t *testing.T) {
 	}
 }
 
-func TestRemoveImageByOneTagRemovesAllTagsAndConcurrentRemovalsSucceed(t *testing.T) {
-	fake := libdocker.NewFake()
-	id := fake.AddImage(libdocker.FakeImage("", "", "a/img:1", "a/img:2", "b/img:3"))
-	s := newTestService(t, fake, Options{})
-	ctx := context.Background()
-	var wg sync.WaitGroup
-	errs := make(chan error, 5)
-	for i := 0; i < 5; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, err := s.RemoveImage(ctx, &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: "a/img:1"}})
-			if err == nil {
-				if st, _ := s.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: id}}); st.GetImage() != nil {
-					err = context.DeadlineExceeded // image still visible after a successful removal
-				}
-			}
-			errs <- err
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Errorf("concurrent RemoveImage: %v", err)
-		}
-	}
-	for _, ref := range []string{"a/img:2", "b/img:3", id} {
-		if st, _ := s.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: ref}}); st.GetImage() != nil {
-			t.Errorf("%s still present", ref)
-		}
-	}
-}
-
-func TestPullImageHonoursRequestContext(t *testing.T) {
-	fake := libdocker.NewFake()
-	fake.AddPullable("slow/img:1", libdocker.FakeImage("", "", "slow/img:1"))
-	fake.SetPullDelay(10 * time.Second)
-	s := newTestService(t, fake, Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	start := time.Now()
-	_, err := s.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: "slow/img:1"}})
-	wantCode(t, err, codes.DeadlineExceeded)
-	if time.Since(start) > 5*time.Second {
-		t.Errorf("pull returned after %s, not when the request's deadline passed", time.Since(start))
-	}
-}
-
-func TestImageFsInfoReportsImageAndContainerFilesystems(t *testing.T) {
-	fake := libdocker.NewFake()
-	s := newTestService(t, fake, Options{})
-	resp, err := s.ImageFsInfo(context.Background(), &runtimeapi.ImageFsInfoRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(resp.ImageFilesystems) != 1 || resp.ImageFilesystems[0].UsedBytes.GetValue() == 0 || resp.ImageFilesystems[0].FsId.Mountpoint == "" {
-		t.Errorf("image filesystems %v", resp.ImageFilesystems)
-	}
-	if len(resp.ContainerFilesystems) != 1 {
-		t.Errorf("container filesystems %v", resp.ContainerFilesystems)
-	}
-}
-
-// With the containerd image store the layers live under containerd's snapshotter root, which
-// containerd reports; their inodes are counted there, not the whole filesystem's.
-func TestImageFsInfoOnTheContainerdStore(t *testing.T) {
-	fake := libdocker.NewFake()
-	fake.SetContainerdImageStore(true)
-	s := newTestService(t, fake, Options{})
-	snapshots := t.TempDir()
-	for _, f := range []string{"1/fs/bin/sh", "1/fs/etc/passwd", "2/fs/app"} {
-		p := filepath.Join(snapshots, f)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var asked []string
-	s.layers.snapshotterRoot = func(_ context.Context, address, snapshotter string) (string, error) {
-		asked = append(asked, address+" "+snapshotter)
-		return snapshots, nil
-	}
-	resp, err := s.ImageFsInfo(context.Background(), &runtimeapi.ImageFsInfoRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	img := resp.ImageFilesystems[0]
-	// snapshots/, 1, 1/fs, 1/fs/bin, sh, 1/fs/etc, passwd, 2, 2/fs, app
-	if img.FsId.Mountpoint != snapshots || img.InodesUsed.GetValue() != 10 {
-		t.Errorf("image filesystem %v; want containerd's snapshotter root %s with its 10 inodes", img, snapshots)
-	}
-	if len(asked) != 1 || !strings.HasSuffix(asked[0], " overlayfs") {
-		t.Errorf("containerd asked %q, want once for the overlayfs snapshotter", asked)
-	}
-	if _, err := s.ImageFsInfo(context.Background(), &runtimeapi.ImageFsInfoRequest{}); err != nil || len(asked) != 1 {
-		t.Errorf("second call: %v; containerd asked %d times, want the root remembered", err, len(asked))
-	}
-
-	// Where containerd cannot be asked, Docker's root directory stands in, with a warning.
-	fake2 := libdocker.NewFake()
-	fake2.SetContainerdImageStore(true)
-	s2 := newTestService(t, fake2, Options{})
-	s2.layers.snapshotterRoot = func(context.Context, string, string) (string, error) { return "", errors.New("no containerd") }
-	resp, err = s2.ImageFsInfo(context.Background(), &runtimeapi.ImageFsInfoRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, _ := fake2.Info(context.Background())
-	if resp.ImageFilesystems[0].FsId.Mountpoint != info.DockerRootDir {
-		t.Errorf("without containerd: mountpoint %q, want Docker's root %q", resp.ImageFilesystems[0].FsId.Mountpoint, info.DockerRootDir)
-	}
-}
-
 // The pod infra image is pinned (the kubelet's image garbage collection keeps it); no other
 // image is.
 func TestOnlyThePauseImageIsPinned(t *testing.T) {
@@ -230,33 +108,5 @@ func TestPullAndRemoveImageFailWhenDockerFails(t *testing.T) {
 	}
 	if _, err := fake.InspectImage(ctx, id); !libdocker.IsNotFound(err) {
 		t.Errorf("the image is still there (%v)", err)
-	}
-}
-
-// The inode count of a layers directory is taken again once it is older than its age: a count
-// of a directory that grew is followed by the new count.
-func TestInodeCountIsTakenAgainWhenOld(t *testing.T) {
-	s := newTestService(t, libdocker.NewFake(), Options{})
-	l := s.layers
-	l.countsAge = 20 * time.Millisecond
-	dir := t.TempDir()
-	ctx := context.Background()
-	first, ok := l.inodes(ctx, dir)
-	if !ok {
-		t.Fatal("no first count")
-	}
-	for _, f := range []string{"a", "b"} {
-		if err := os.WriteFile(filepath.Join(dir, f), nil, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// Asked less often than the age: each call finds the last count old.
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		time.Sleep(3 * l.countsAge)
-		if n, _ := l.inodes(ctx, dir); n == first+2 {
-			return
-		} else if time.Now().After(deadline) {
-			t.Fatalf("count %d, want %d once the first count is old", n, first+2)
-		}
 	}
 }

@@ -2,7 +2,6 @@ package core
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -24,7 +23,11 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/imagevolume"
 )
+
+// The CRI RPCs of containers with image volumes (internal/imagevolume mounts them).
 
 // fakeMounter "mounts" by copying the layers' files into the target (lowest layer first), so
 // that sub paths resolve on a real tree, and records what is mounted where.
@@ -37,7 +40,7 @@ type fakeMounter struct {
 
 func newFakeMounter() *fakeMounter { return &fakeMounter{mounted: map[string][]string{}} }
 
-func (m *fakeMounter) mountLayers(target string, layers []string) error {
+func (m *fakeMounter) MountLayers(target string, layers []string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.mounted[target]; ok {
@@ -53,7 +56,7 @@ func (m *fakeMounter) mountLayers(target string, layers []string) error {
 	return nil
 }
 
-func (m *fakeMounter) unmount(target string) error {
+func (m *fakeMounter) Unmount(target string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.unmountErr != nil {
@@ -72,7 +75,7 @@ func (m *fakeMounter) unmount(target string) error {
 	return nil
 }
 
-func (m *fakeMounter) mountPointsUnder(dir string) ([]string, error) {
+func (m *fakeMounter) MountPointsUnder(dir string) ([]string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []string
@@ -164,7 +167,7 @@ func (e *imageVolumeEnv) create(cfg *runtimeapi.ContainerConfig) (string, error)
 func (e *imageVolumeEnv) leftovers(t *testing.T) []string {
 	t.Helper()
 	var out []string
-	dir := filepath.Join(e.root, imageVolumesDir)
+	dir := filepath.Join(e.root, imagevolume.Dir)
 	_ = filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
 		if err == nil && p != dir {
 			out = append(out, strings.TrimPrefix(p, dir+"/"))
@@ -212,13 +215,13 @@ func TestImageVolumeOverlayMountReportAndRemove(t *testing.T) {
 		if key == "" {
 			key = filepath.Base(filepath.Dir(m.Source))
 		}
-		src := filepath.Join(e.root, imageVolumesDir, key, string(rune('0'+i)), want.sub)
+		src := filepath.Join(e.root, imagevolume.Dir, key, string(rune('0'+i)), want.sub)
 		if m.Type != mount.TypeBind || m.Source != src || m.Target != want.target || !m.ReadOnly || m.BindOptions == nil || m.BindOptions.Propagation != mount.PropagationRPrivate {
 			t.Errorf("docker mount %d = %+v, want a read-only rprivate bind of %s on %s", i, m, src, want.target)
 		}
 	}
 	img, _ := e.fake.InspectImage(ctx, volumeImage)
-	dir0 := filepath.Join(e.root, imageVolumesDir, key, "0")
+	dir0 := filepath.Join(e.root, imagevolume.Dir, key, "0")
 	if got := e.mounter.mounted[dir0]; !slices.Equal(got, []string{img.GraphDriver.Data["UpperDir"], img.GraphDriver.Data["LowerDir"]}) {
 		t.Errorf("layers mounted on %s: %v, want upper then lower", dir0, got)
 	}
@@ -319,8 +322,8 @@ func TestImageVolumeNativeSubPathCheckedAtCreate(t *testing.T) {
 			if n := e.fake.Calls("StatContainerPath"); n != 1 {
 				t.Errorf("%d StatContainerPath calls, want 1 for all the mounts", n)
 			}
-			if e.containers(t) != 0 || e.fake.Calls("RemoveContainer") != 1 || e.mounter.mounts != 0 || len(e.leftovers(t)) != 0 || len(e.s.imageVolumes.users) != 0 {
-				t.Errorf("left %d containers (%d removed), %d mounts made, files %v, index %v", e.containers(t), e.fake.Calls("RemoveContainer"), e.mounter.mounts, e.leftovers(t), e.s.imageVolumes.users)
+			if e.containers(t) != 0 || e.fake.Calls("RemoveContainer") != 1 || e.mounter.mounts != 0 || len(e.leftovers(t)) != 0 || e.s.imageVolumes.Len() != 0 {
+				t.Errorf("left %d containers (%d removed), %d mounts made, files %v, %d in the index", e.containers(t), e.fake.Calls("RemoveContainer"), e.mounter.mounts, e.leftovers(t), e.s.imageVolumes.Len())
 			}
 		})
 	}
@@ -364,10 +367,10 @@ func TestImageVolumeNativeSubPathCheckCostsOneCallOnlyWithSubPaths(t *testing.T)
 func TestImageVolumeNativeStartWithMissingSubPath(t *testing.T) {
 	e := newImageVolumeEnv(t, "1.48")
 	ctx := context.Background()
-	set := imageVolumeSet{Version: 1, Mounts: []imageVolumeMount{{ContainerPath: "/mnt/x", Image: volumeImage, ImageID: e.imageID, SubPath: "not-existing", Native: true}}}
-	raw, _ := json.Marshal(set)
+	// The label as CreateContainer writes it (imagevolume's imageVolumeSet).
+	raw := fmt.Sprintf(`{"v":1,"mounts":[{"containerPath":"/mnt/x","image":%q,"imageId":%q,"subPath":"not-existing","native":true,"index":0}]}`, volumeImage, e.imageID)
 	id, err := e.fake.CreateContainer(ctx, "k8s_old_p_ns_uid_0",
-		&container.Config{Image: volumeImage, Labels: map[string]string{containerTypeLabel: containerTypeContainer, sandboxIDLabel: "sandbox-of-old", imageVolumesLabel: string(raw)}},
+		&container.Config{Image: volumeImage, Labels: map[string]string{containerTypeLabel: containerTypeContainer, sandboxIDLabel: "sandbox-of-old", imagevolume.Label: raw}},
 		&container.HostConfig{Mounts: []mount.Mount{{Type: mount.TypeImage, Source: e.imageID, Target: "/mnt/x", ReadOnly: true, ImageOptions: &mount.ImageOptions{Subpath: "not-existing"}}}})
 	if err != nil {
 		t.Fatalf("Docker create: %v", err)
@@ -385,8 +388,8 @@ func TestImageVolumeNativeStartWithMissingSubPath(t *testing.T) {
 	if _, err := s2.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: id}); err != nil {
 		t.Fatal(err)
 	}
-	if e.containers(t) != 0 || len(s2.imageVolumes.users) != 0 {
-		t.Errorf("after RemoveContainer: %d containers, index %v", e.containers(t), s2.imageVolumes.users)
+	if e.containers(t) != 0 || s2.imageVolumes.Len() != 0 {
+		t.Errorf("after RemoveContainer: %d containers, %d in the index", e.containers(t), s2.imageVolumes.Len())
 	}
 }
 
@@ -416,8 +419,8 @@ func TestImageVolumeBadRequestsLeaveNothing(t *testing.T) {
 			if status.Code(err) != tc.code || !strings.Contains(err.Error(), tc.fragment) {
 				t.Errorf("CreateContainer = %v, want %v mentioning %q", err, tc.code, tc.fragment)
 			}
-			if e.containers(t) != 0 || e.mounter.count() != 0 || len(e.leftovers(t)) != 0 || len(e.s.imageVolumes.users) != 0 {
-				t.Errorf("left %d containers, %d mounts, files %v, index %v", e.containers(t), e.mounter.count(), e.leftovers(t), e.s.imageVolumes.users)
+			if e.containers(t) != 0 || e.mounter.count() != 0 || len(e.leftovers(t)) != 0 || e.s.imageVolumes.Len() != 0 {
+				t.Errorf("left %d containers, %d mounts, files %v, %d in the index", e.containers(t), e.mounter.count(), e.leftovers(t), e.s.imageVolumes.Len())
 			}
 		})
 	}
@@ -429,8 +432,8 @@ func TestImageVolumeFailedCreateLeavesNoMount(t *testing.T) {
 	if _, err := e.create(imageVolumeConfig("c", imageMount("/mnt/a", volumeImage, ""), imageMount("/mnt/b", volumeImage, "etc"))); err == nil {
 		t.Fatal("CreateContainer succeeded despite Docker's error")
 	}
-	if e.mounter.mounts != 2 || e.mounter.count() != 0 || len(e.leftovers(t)) != 0 || len(e.s.imageVolumes.users) != 0 {
-		t.Errorf("after a failed create: %d of %d mounts left, files %v, index %v", e.mounter.count(), e.mounter.mounts, e.leftovers(t), e.s.imageVolumes.users)
+	if e.mounter.mounts != 2 || e.mounter.count() != 0 || len(e.leftovers(t)) != 0 || e.s.imageVolumes.Len() != 0 {
+		t.Errorf("after a failed create: %d of %d mounts left, files %v, %d in the index", e.mounter.count(), e.mounter.mounts, e.leftovers(t), e.s.imageVolumes.Len())
 	}
 	if _, err := e.s.RemoveImage(context.Background(), &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: volumeImage}}); err != nil {
 		t.Errorf("RemoveImage after a failed create: %v", err)
@@ -446,7 +449,7 @@ func TestImageVolumeOtherStorageDriverNeedsNewerDocker(t *testing.T) {
 	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), `"zfs"`) || !strings.Contains(err.Error(), "1.48") {
 		t.Errorf("CreateContainer = %v, want FailedPrecondition naming the driver and API 1.48", err)
 	}
-	if e.containers(t) != 0 || len(e.s.imageVolumes.users) != 0 {
+	if e.containers(t) != 0 || e.s.imageVolumes.Len() != 0 {
 		t.Errorf("left a container or an index entry")
 	}
 }
@@ -459,12 +462,12 @@ func TestImageVolumeSurvivesRestartAndIsMountedAgainAtStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	// An orphan of a crashed create: nothing records it.
-	orphan := filepath.Join(e.root, imageVolumesDir, "0123456789abcdef", "0")
+	orphan := filepath.Join(e.root, imagevolume.Dir, "0123456789abcdef", "0")
 	if err := os.MkdirAll(orphan, 0o700); err != nil {
 		t.Fatal(err)
 	}
 	img, _ := e.fake.InspectImage(ctx, volumeImage)
-	if err := e.mounter.mountLayers(orphan, []string{img.GraphDriver.Data["UpperDir"]}); err != nil {
+	if err := e.mounter.MountLayers(orphan, []string{img.GraphDriver.Data["UpperDir"]}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -487,7 +490,7 @@ func TestImageVolumeSurvivesRestartAndIsMountedAgainAtStart(t *testing.T) {
 
 	// A reboot: the mount is gone; StartContainer mounts it again before Docker starts.
 	for p := range e.mounter.mounted {
-		_ = e.mounter.unmount(p)
+		_ = e.mounter.Unmount(p)
 	}
 	before := e.mounter.mounts
 	if _, err := s2.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: id}); err != nil {
@@ -527,7 +530,7 @@ func TestImageVolumeOfContainerRemovedBehindOurBackIsReleased(t *testing.T) {
 	if err := e.fake.RemoveContainer(ctx, id, container.RemoveOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
-	e.s.imageVolumes.reapOnce(ctx)
+	e.s.imageVolumes.Reap(ctx)
 	if e.mounter.count() != 1 {
 		t.Errorf("%d mounts after the reaper, want the remaining container's only", e.mounter.count())
 	}
@@ -540,67 +543,6 @@ func TestImageVolumeOfContainerRemovedBehindOurBackIsReleased(t *testing.T) {
 	}
 	if e.mounter.count() != 0 || len(e.leftovers(t)) != 0 {
 		t.Errorf("%d mounts, left %v", e.mounter.count(), e.leftovers(t))
-	}
-}
-
-func TestResolveInRoot(t *testing.T) {
-	root := t.TempDir()
-	for _, d := range []string{"etc/ssl", "usr/share"} {
-		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for link, target := range map[string]string{"etc/certs": "/etc/ssl", "usr/up": "../etc", "loop": "loop", "out": "/../../..", "share": "usr/share/"} {
-		if err := os.Symlink(target, filepath.Join(root, link)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(root, "etc/hosts"), nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	// A chain of 40 links (Linux's MAXSYMLINKS) resolves; one of 41 does not.
-	for i := 1; i <= 41; i++ {
-		if err := os.Symlink(fmt.Sprintf("l%d", i-1), filepath.Join(root, fmt.Sprintf("l%d", i))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Symlink("etc", filepath.Join(root, "l0")); err != nil {
-		t.Fatal(err)
-	}
-	for rel, want := range map[string]string{
-		"":              root,
-		"etc":           filepath.Join(root, "etc"),
-		"etc/certs":     filepath.Join(root, "etc/ssl"),
-		"usr/up/ssl":    filepath.Join(root, "etc/ssl"),
-		"share":         filepath.Join(root, "usr/share"),
-		"loop":          "error",
-		"out":           "error",
-		"etc/missing":   "error",
-		"usr/up/../..":  "error",
-		"etc/ssl/../..": root,
-		"etc/hosts":     filepath.Join(root, "etc/hosts"), // a file is a path too
-		"etc/hosts/x":   "error",
-		"l39":           filepath.Join(root, "etc"), // l39 -> ... -> l0 -> etc: 40 links
-		"l40":           "error",
-	} {
-		got, err := resolveInRoot(root, rel)
-		if want == "error" {
-			if err == nil {
-				t.Errorf("resolveInRoot(%q) = %q, want an error", rel, got)
-			}
-			continue
-		}
-		if err != nil || got != want {
-			t.Errorf("resolveInRoot(%q) = %q, %v; want %q", rel, got, err, want)
-		}
-	}
-}
-
-func TestUnescapeMountPath(t *testing.T) {
-	for in, want := range map[string]string{`/a\040b`: "/a b", `/plain`: "/plain", `/x\134y`: `/x\y`, `/end\04`: `/end\04`, `/trailing\040`: "/trailing "} {
-		if got := unescapeMountPath(in); got != want {
-			t.Errorf("unescapeMountPath(%q) = %q, want %q", in, got, want)
-		}
 	}
 }
 
@@ -650,25 +592,6 @@ func TestImageVolumeUnmountFailureFailsRemoveContainer(t *testing.T) {
 	}
 }
 
-// A sub path Docker could not find is named alone when Docker's error names it, and every
-// native sub path is named when it does not.
-func TestNativeSubPathErrorNamesTheMissingSubPath(t *testing.T) {
-	mounts := []imageVolumeMount{
-		{ContainerPath: "/a", Image: "img:1", SubPath: "data", Native: true},
-		{ContainerPath: "/b", Image: "img:1", SubPath: "conf", Native: true},
-	}
-	named := fmt.Errorf("%w: stat /var/lib/docker/overlay2/x/merged/conf: no such file or directory", libdocker.ErrSubpathNotFound)
-	err := nativeSubPathError(mounts, named)
-	if status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), `"conf"`) || strings.Contains(err.Error(), `"data"`) {
-		t.Errorf("Docker naming conf: %v, want NotFound naming conf alone", err)
-	}
-	unnamed := fmt.Errorf("%w: the image has no such path", libdocker.ErrSubpathNotFound)
-	err = nativeSubPathError(mounts, unnamed)
-	if status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), `"conf"`) || !strings.Contains(err.Error(), `"data"`) {
-		t.Errorf("Docker naming none: %v, want NotFound naming both", err)
-	}
-}
-
 // Image volumes released without faults, by the reaper, by RemoveImage's check, after a failed
 // create, and at a start for a directory no container uses, log no warning about them.
 func TestImageVolumeReleasesWithoutFaultsLogNoWarnings(t *testing.T) {
@@ -684,7 +607,7 @@ func TestImageVolumeReleasesWithoutFaultsLogNoWarnings(t *testing.T) {
 			t.Fatal(err)
 		}
 		if name == "reaped" {
-			e.s.imageVolumes.reapOnce(ctx)
+			e.s.imageVolumes.Reap(ctx)
 		}
 	}
 	if _, err := e.s.RemoveImage(ctx, &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: volumeImage}}); err != nil {
@@ -695,7 +618,7 @@ func TestImageVolumeReleasesWithoutFaultsLogNoWarnings(t *testing.T) {
 	if _, err := e.create(imageVolumeConfig("failed", imageMount("/mnt", volumeImage, ""))); err == nil {
 		t.Fatal("CreateContainer succeeded despite Docker's error")
 	}
-	if err := os.MkdirAll(filepath.Join(e.root, imageVolumesDir, "orphan", "0"), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(e.root, imagevolume.Dir, "orphan", "0"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	logger, hook := logtest.NewNullLogger()
@@ -717,17 +640,5 @@ func TestImageVolumeReleasesWithoutFaultsLogNoWarnings(t *testing.T) {
 		if strings.Contains(w, "image volume") {
 			t.Error(w)
 		}
-	}
-}
-
-// Close stops the image volume reaper: nothing of the service works on after it.
-func TestCloseStopsTheImageVolumeReaper(t *testing.T) {
-	e := newImageVolumeEnv(t, "1.41")
-	done := e.s.imageVolumes.done
-	e.s.Close()
-	select {
-	case <-done:
-	default:
-		t.Error("the image volume reaper still runs after Close")
 	}
 }

@@ -9,11 +9,12 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
 	"github.com/cri-dockerd/cri-dockerd/internal/libdocker/containerdroot"
 	"github.com/cri-dockerd/cri-dockerd/internal/supervise"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/stats"
 )
 
 // diskUsageCache holds Docker's disk usage: computing it walks every layer, far too slow to do
@@ -48,38 +49,6 @@ func (c *diskUsageCache) get(ctx context.Context) (types.DiskUsage, time.Time, e
 	}
 	c.usage, c.fetched = du, time.Now()
 	return du, c.fetched, nil
-}
-
-// ImageFsInfo reports the bytes and inodes of image layers and of containers' writable
-// layers. With the classic store both live under Docker's root directory, which both name as
-// their filesystem; with the containerd store (Docker 29's default) they live under
-// containerd's snapshotter root, which containerd reports (layersRoot).
-func (s *Service) ImageFsInfo(ctx context.Context, _ *runtimeapi.ImageFsInfoRequest) (*runtimeapi.ImageFsInfoResponse, error) {
-	du, at, err := s.diskUsage.get(ctx)
-	if err != nil {
-		return nil, dockerError(err, "docker disk usage")
-	}
-	var containerBytes int64
-	for _, c := range du.Containers {
-		containerBytes += c.SizeRw
-	}
-	root := s.layers.root(ctx)
-	var inodes *runtimeapi.UInt64Value
-	if n, ok := s.layers.inodes(ctx, root.walk); ok {
-		inodes = &runtimeapi.UInt64Value{Value: n}
-	}
-	usage := func(used int64) *runtimeapi.FilesystemUsage {
-		return &runtimeapi.FilesystemUsage{
-			Timestamp:  at.UnixNano(),
-			FsId:       &runtimeapi.FilesystemIdentifier{Mountpoint: root.mountpoint},
-			UsedBytes:  &runtimeapi.UInt64Value{Value: uint64(max(used, 0))},
-			InodesUsed: inodes,
-		}
-	}
-	return &runtimeapi.ImageFsInfoResponse{
-		ImageFilesystems:     []*runtimeapi.FilesystemUsage{usage(du.LayersSize)},
-		ContainerFilesystems: []*runtimeapi.FilesystemUsage{usage(containerBytes)},
-	}, nil
 }
 
 // layersDir is where an engine keeps image layers and writable layers: mountpoint names the
@@ -214,12 +183,12 @@ func (l *layersRoots) inodes(ctx context.Context, dir string) (uint64, bool) {
 // countInodes counts the inodes under dir as the writable layers' walk does (walkUsage: hard
 // links once); a directory that does not exist holds none.
 func countInodes(dir string) (uint64, error) {
-	u, err := walkUsage(dir)
+	u, err := stats.WalkUsage(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, nil
 	}
 	if err != nil {
 		return 0, err
 	}
-	return u.inodes, nil
+	return u.Inodes, nil
 }

@@ -2,14 +2,11 @@ package core
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
-	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"google.golang.org/grpc/codes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -331,90 +328,4 @@ func TestSandboxOOMScoreClampedWhereNegativeIsRefused(t *testing.T) {
 	}
 }
 
-func TestStartFailureOfContainerNamesHandler(t *testing.T) {
-	fake := libdocker.NewFake()
-	fake.AddRuntime("flaky", "/definitely/missing/runtime")
-	s := newTestService(t, fake, Options{})
-	podID, podCfg := runPod(t, s, "p", "flaky")
-	id := createContainer(t, s, podID, podCfg, "c")
-	fake.BreakRuntime("flaky")
-	_, err := s.StartContainer(context.Background(), &runtimeapi.StartContainerRequest{ContainerId: id})
-	wantCode(t, err, codes.FailedPrecondition)
-	if !strings.Contains(err.Error(), `runtime handler "flaky"`) || !strings.Contains(err.Error(), "does not exist") {
-		t.Errorf("error %q", err)
-	}
-}
-
 func ptr[T any](v T) *T { return &v }
-
-func TestExecSyncReturnsOutputAndExitCode(t *testing.T) {
-	t.Parallel() // it waits on clocks: beside the other tests that do, not after them
-	fake := libdocker.NewFake()
-	fake.SetExecHandler(func(_ string, cmd []string) libdocker.ExecResult {
-		if cmd[0] == "sleep" {
-			return libdocker.ExecResult{Delay: time.Minute}
-		}
-		return libdocker.ExecResult{Stdout: "hello\n", Stderr: "warn\n", ExitCode: 3}
-	})
-	s := newTestService(t, fake, Options{})
-	logged := warnings(s)
-	ctx := context.Background()
-	podID, podCfg := runPod(t, s, "p", "")
-	id := createContainer(t, s, podID, podCfg, "c")
-	_, err := s.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: id, Cmd: []string{"echo"}})
-	wantCode(t, err, codes.FailedPrecondition) // not running yet
-	if _, err := s.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: id}); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := s.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: id, Cmd: []string{"echo", "hello"}, Timeout: 5})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(resp.Stdout) != "hello\n" || string(resp.Stderr) != "warn\n" || resp.ExitCode != 3 {
-		t.Errorf("got %q %q %d", resp.Stdout, resp.Stderr, resp.ExitCode)
-	}
-	start := time.Now()
-	_, err = s.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: id, Cmd: []string{"sleep", "60"}, Timeout: 1})
-	wantCode(t, err, codes.DeadlineExceeded)
-	if !strings.Contains(err.Error(), "timed out after 1s and was killed") {
-		t.Errorf("timeout error %q, want it to say the command was killed", err)
-	}
-	for _, w := range logged() {
-		if strings.Contains(w, "kill") {
-			t.Errorf("a kill that worked logged %s", w)
-		}
-	}
-	if time.Since(start) > 10*time.Second {
-		t.Errorf("timeout of 1 s returned after %s", time.Since(start))
-	}
-	if n := fake.ExecRunning(id); n != 0 {
-		t.Errorf("%d timed-out exec processes still running", n)
-	}
-	_, err = s.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: "nope", Cmd: []string{"true"}})
-	wantCode(t, err, codes.NotFound)
-	_, err = s.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: id})
-	wantCode(t, err, codes.InvalidArgument)
-}
-
-func TestRemoveWaitsForARemovalAlreadyInProgress(t *testing.T) {
-	t.Parallel() // it waits on clocks: beside the other tests that do, not after them
-	fake := libdocker.NewFake()
-	s := newTestService(t, fake, Options{})
-	podID, _ := runPod(t, s, "p", "")
-	// Docker refuses while another removal runs; that removal then finishes.
-	fake.InjectError("RemoveContainer", fmt.Errorf("%w: removal of container %s is already in progress", cerrdefs.ErrConflict, podID))
-	go func() {
-		time.Sleep(200 * time.Millisecond)
-		_ = fake.RemoveContainer(context.Background(), podID, container.RemoveOptions{Force: true})
-	}()
-	if _, err := s.RemovePodSandbox(context.Background(), &runtimeapi.RemovePodSandboxRequest{PodSandboxId: podID}); err != nil {
-		t.Errorf("RemovePodSandbox during another removal: %v", err)
-	}
-	// Success means gone: the call returned only once the other removal had finished.
-	if _, err := fake.InspectContainer(context.Background(), podID); !libdocker.IsNotFound(err) {
-		t.Errorf("RemovePodSandbox returned while the sandbox container still exists (inspect: %v)", err)
-	}
-	if pods, err := s.ListPodSandbox(context.Background(), &runtimeapi.ListPodSandboxRequest{}); err != nil || len(pods.Items) != 0 {
-		t.Errorf("ListPodSandbox after the removal = %v, %v; want none", pods, err)
-	}
-}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
 	"github.com/cri-dockerd/cri-dockerd/internal/store"
+	"github.com/cri-dockerd/cri-dockerd/internal/testutil"
 )
 
 // A service whose lists come from a synced store in front of fake, networked by a CNI-like
@@ -116,13 +117,7 @@ func TestKeptListsAreWhatFreshListsSay(t *testing.T) {
 	var cfg *runtimeapi.PodSandboxConfig
 	agree := func(step string) {
 		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for !inStep(t, st, fake) {
-			if time.Now().After(deadline) {
-				t.Fatalf("after %s: the store did not see Docker's events", step)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		testutil.Eventually(t, 5*time.Second, 5*time.Millisecond, func() bool { return inStep(t, st, fake) }, "after %s: the store did not see Docker's events", step)
 		if diff := listsDiffer(t, s, pod); diff != "" {
 			t.Fatalf("after %s: %s", step, diff)
 		}

@@ -12,6 +12,8 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"google.golang.org/grpc"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/stats"
 )
 
 // The kubelet's CRI metrics (PodAndContainerStatsFromCRI): the cAdvisor metrics of each pod's
@@ -135,7 +137,7 @@ func (s *Service) listPodSandboxMetrics(ctx context.Context) ([]*runtimeapi.PodS
 			ids = append(ids, c.ID)
 		}
 	}
-	snaps := s.stats.collect(ctx, ids, false)
+	snaps := s.stats.Collect(ctx, ids, false)
 	fs := s.filesystemOf(ctx)
 	now := time.Now()
 	var out []*runtimeapi.PodSandboxMetrics
@@ -144,19 +146,19 @@ func (s *Service) listPodSandboxMetrics(ctx context.Context) ([]*runtimeapi.PodS
 			continue
 		}
 		pm := &runtimeapi.PodSandboxMetrics{PodSandboxId: sb.ID}
-		if snap, ok := snaps[sb.ID]; ok && snap.cur.running {
-			nets := snap.cur.networks
-			if len(nets) == 0 && snap.meta != nil && snap.meta.pid > 0 && !snap.meta.hostNetwork {
-				nets, _ = s.stats.host.readNetDev(snap.meta.pid)
+		if snap, ok := snaps[sb.ID]; ok && snap.Cur.Running {
+			nets := snap.Cur.Networks
+			if len(nets) == 0 && snap.Meta != nil && snap.Meta.Pid > 0 && !snap.Meta.HostNetwork {
+				nets, _ = s.stats.Host().NetDev(snap.Meta.Pid)
 			}
-			pm.Metrics = networkMetrics(metricLabels(sb.ID, snap.meta), nets, snap.cur.at)
+			pm.Metrics = networkMetrics(metricLabels(sb.ID, snap.Meta), nets, snap.Cur.At)
 		}
 		for _, c := range byPod[sb.ID] {
 			snap, ok := snaps[c.ID]
-			if !ok || !snap.cur.running || snap.cur.raw == nil {
+			if !ok || !snap.Cur.Running || snap.Cur.Raw == nil {
 				continue
 			}
-			pm.ContainerMetrics = append(pm.ContainerMetrics, &runtimeapi.ContainerMetrics{ContainerId: c.ID, Metrics: containerMetrics(c.ID, snap, fs, s.stats.host, now)})
+			pm.ContainerMetrics = append(pm.ContainerMetrics, &runtimeapi.ContainerMetrics{ContainerId: c.ID, Metrics: containerMetrics(c.ID, snap, fs, s.stats.Host(), now)})
 		}
 		out = append(out, pm)
 	}
@@ -164,11 +166,11 @@ func (s *Service) listPodSandboxMetrics(ctx context.Context) ([]*runtimeapi.PodS
 }
 
 // metricLabels are the base label values of a container.
-func metricLabels(id string, meta *containerMeta) []string {
+func metricLabels(id string, meta *stats.Meta) []string {
 	if meta == nil {
 		return []string{id, "", ""}
 	}
-	return []string{id, meta.name, meta.image}
+	return []string{id, meta.Name, meta.Image}
 }
 
 // metricSet builds the metrics of one container, all with its base labels.
@@ -229,9 +231,9 @@ func (s *Service) filesystemOf(ctx context.Context) nodeFS {
 
 // containerMetrics converts a container's snapshot, and what /proc and its cgroup say, into
 // metrics. Seconds are whole seconds: CRI metric values are integers.
-func containerMetrics(id string, snap statsSnapshot, fs nodeFS, host hostFS, now time.Time) []*runtimeapi.Metric {
-	cur, raw, meta := snap.cur, snap.cur.raw, snap.meta
-	m := &metricSet{base: metricLabels(id, meta), ts: cur.at.UnixNano()}
+func containerMetrics(id string, snap stats.Snapshot, fs nodeFS, host stats.Host, now time.Time) []*runtimeapi.Metric {
+	cur, raw, meta := snap.Cur, snap.Cur.Raw, snap.Meta
+	m := &metricSet{base: metricLabels(id, meta), ts: cur.At.UnixNano()}
 	sec := func(ns uint64) uint64 { return ns / uint64(time.Second) }
 	cpu := raw.CPUStats
 	m.add("container_cpu_usage_seconds_total", false, sec(cpu.CPUUsage.TotalUsage), "total")
@@ -248,14 +250,14 @@ func containerMetrics(id string, snap statsSnapshot, fs nodeFS, host hostFS, now
 		}
 		return mem.Stats[v2]
 	}
-	m.add("container_memory_usage_bytes", true, cur.memUsage)
-	m.add("container_memory_working_set_bytes", true, cur.workingSet)
-	m.add("container_memory_rss", true, cur.rss)
+	m.add("container_memory_usage_bytes", true, cur.MemUsage)
+	m.add("container_memory_working_set_bytes", true, cur.WorkingSet)
+	m.add("container_memory_rss", true, cur.RSS)
 	m.add("container_memory_cache", true, stat("total_cache", "file"))
 	m.add("container_memory_mapped_file", true, stat("total_mapped_file", "file_mapped"))
-	m.add("container_memory_swap", true, cur.swap)
+	m.add("container_memory_swap", true, cur.Swap)
 	m.add("container_memory_failcnt", false, mem.Failcnt)
-	m.add("container_memory_max_usage_bytes", true, max(mem.MaxUsage, cur.memUsage))
+	m.add("container_memory_max_usage_bytes", true, max(mem.MaxUsage, cur.MemUsage))
 	for _, f := range []struct {
 		kind      string
 		container uint64
@@ -270,7 +272,7 @@ func containerMetrics(id string, snap statsSnapshot, fs nodeFS, host hostFS, now
 
 	var reads, writes, readOps, writeOps = map[string]uint64{}, map[string]uint64{}, map[string]uint64{}, map[string]uint64{}
 	for _, e := range raw.BlkioStats.IoServiceBytesRecursive {
-		dev := host.blockDevice(e.Major, e.Minor)
+		dev := host.BlockDevice(e.Major, e.Minor)
 		op := strings.ToLower(e.Op)
 		if op == "" {
 			continue
@@ -286,16 +288,16 @@ func containerMetrics(id string, snap statsSnapshot, fs nodeFS, host hostFS, now
 	for _, e := range raw.BlkioStats.IoServicedRecursive {
 		switch strings.ToLower(e.Op) {
 		case "read":
-			readOps[host.blockDevice(e.Major, e.Minor)] += e.Value
+			readOps[host.BlockDevice(e.Major, e.Minor)] += e.Value
 		case "write":
-			writeOps[host.blockDevice(e.Major, e.Minor)] += e.Value
+			writeOps[host.BlockDevice(e.Major, e.Minor)] += e.Value
 		}
 	}
 	if len(raw.BlkioStats.IoServicedRecursive) == 0 {
 		// cgroup v2: Docker reports bytes only; the operations are io.stat's rios and wios.
-		for _, e := range cur.io {
-			readOps[host.blockDevice(e.major, e.minor)] += e.rios
-			writeOps[host.blockDevice(e.major, e.minor)] += e.wios
+		for _, e := range cur.IO {
+			readOps[host.BlockDevice(e.Major, e.Minor)] += e.RIOs
+			writeOps[host.BlockDevice(e.Major, e.Minor)] += e.WIOs
 		}
 	}
 	for _, series := range []struct {
@@ -311,11 +313,11 @@ func containerMetrics(id string, snap statsSnapshot, fs nodeFS, host hostFS, now
 		m.add("container_fs_inodes_total", true, fs.inodes, fs.device)
 		m.add("container_fs_limit_bytes", true, fs.bytes, fs.device)
 	}
-	if snap.fs != nil {
-		m.add("container_fs_usage_bytes", true, snap.fs.bytes, fs.device)
+	if snap.FS != nil {
+		m.add("container_fs_usage_bytes", true, snap.FS.Bytes, fs.device)
 	}
 
-	m.add("container_threads", true, cur.pids) // the pids cgroup counts tasks: threads
+	m.add("container_threads", true, cur.Pids) // the pids cgroup counts tasks: threads
 	// No limit is 0 here, as in cAdvisor; Docker says 0 on cgroup v1 and, from containerd's
 	// cgroups library on v2, the largest uint64 for pids.max "max".
 	threadsMax := raw.PidsStats.Limit
@@ -325,24 +327,24 @@ func containerMetrics(id string, snap statsSnapshot, fs nodeFS, host hostFS, now
 	m.add("container_threads_max", true, threadsMax)
 	m.add("container_last_seen", true, uint64(now.Unix()))
 	if meta != nil {
-		r := meta.resources
+		r := meta.Resources
 		m.add("container_spec_cpu_period", true, uint64(max(r.CPUPeriod, 0)))
 		m.add("container_spec_cpu_quota", true, uint64(max(r.CPUQuota, 0)))
 		m.add("container_spec_cpu_shares", true, uint64(max(r.CPUShares, 0)))
 		m.add("container_spec_memory_limit_bytes", true, uint64(max(r.Memory, 0)))
 		m.add("container_spec_memory_swap_limit_bytes", true, uint64(max(r.MemorySwap, 0)))
-		if !meta.startedAt.IsZero() {
-			m.add("container_start_time_seconds", true, uint64(meta.startedAt.Unix()))
+		if !meta.StartedAt.IsZero() {
+			m.add("container_start_time_seconds", true, uint64(meta.StartedAt.Unix()))
 		}
-		if meta.pid > 0 {
-			if p, ok := host.readProcesses(meta.pid); ok {
-				m.add("container_processes", true, p.processes)
-				m.add("container_file_descriptors", true, p.fds)
-				m.add("container_sockets", true, p.sockets)
+		if meta.Pid > 0 {
+			if p, ok := host.Processes(meta.Pid); ok {
+				m.add("container_processes", true, p.Processes)
+				m.add("container_file_descriptors", true, p.FDs)
+				m.add("container_sockets", true, p.Sockets)
 			}
-			if cg, ok := host.readCgroupMemory(meta.pid); ok {
-				m.add("container_oom_events_total", false, cg.oomKills)
-				m.add("container_memory_kernel_usage", true, cg.kernel)
+			if cg, ok := host.CgroupMemory(meta.Pid); ok {
+				m.add("container_oom_events_total", false, cg.OOMKills)
+				m.add("container_memory_kernel_usage", true, cg.Kernel)
 			}
 		}
 	}

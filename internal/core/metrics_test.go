@@ -96,3 +96,36 @@ func TestPodSandboxMetricsMatchTheirDescriptors(t *testing.T) {
 		}
 	}
 }
+
+// The container_spec_* metrics are the limits Docker has in the container's HostConfig.
+func TestContainerSpecMetricsAreTheContainersLimits(t *testing.T) {
+	fake := libdocker.NewFake()
+	fake.SetDockerRootDir(t.TempDir())
+	s := newTestService(t, fake, Options{})
+	t.Cleanup(s.Close)
+	ctx := context.Background()
+	podID, podCfg := runPod(t, s, "spec", "")
+	cfg := containerConfig("c")
+	cfg.Linux = &runtimeapi.LinuxContainerConfig{Resources: &runtimeapi.LinuxContainerResources{MemoryLimitInBytes: 64 << 20, CpuShares: 512}}
+	created, err := s.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: podID, Config: cfg, SandboxConfig: podCfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := created.ContainerId
+	if _, err := s.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: id}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := s.ListPodSandboxMetrics(ctx, &runtimeapi.ListPodSandboxMetricsRequest{})
+	if err != nil || len(resp.PodMetrics) != 1 || len(resp.PodMetrics[0].ContainerMetrics) != 1 {
+		t.Fatalf("ListPodSandboxMetrics = %v, %v", resp, err)
+	}
+	values := map[string]uint64{}
+	for _, m := range resp.PodMetrics[0].ContainerMetrics[0].Metrics {
+		values[m.Name] = m.Value.GetValue()
+	}
+	for name, want := range map[string]uint64{"container_spec_memory_limit_bytes": 64 << 20, "container_spec_cpu_shares": 512} {
+		if got, ok := values[name]; !ok || got != want {
+			t.Errorf("%s = %d (present %v), want %d", name, got, ok, want)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
+	"github.com/cri-dockerd/cri-dockerd/internal/testutil"
 )
 
 // createInto is CreateContainer of a container named name into sandbox id.
@@ -23,10 +24,8 @@ func createInto(s *Service, id string, cfg *runtimeapi.PodSandboxConfig, name st
 // checks that CreateContainer into it fails with code.
 func refusedOnceSeen(t *testing.T, s *Service, id string, cfg *runtimeapi.PodSandboxConfig, ending sandboxEnding, code codes.Code) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); s.sandboxes.ended(id) != ending; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("sandbox %.12s ended behind our back: not seen from Docker's events within 10 s (%v)", id, s.sandboxes.ended(id))
-		}
+	if !testutil.PollUntil(10*time.Second, 5*time.Millisecond, func() bool { return s.sandboxes.ended(id) == ending }) {
+		t.Fatalf("sandbox %.12s ended behind our back: not seen from Docker's events within 10 s (%v)", id, s.sandboxes.ended(id))
 	}
 	wantCode(t, createInto(s, id, cfg, "late"), code)
 }

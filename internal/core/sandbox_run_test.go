@@ -75,30 +75,3 @@ func TestRunPodSandboxPullsAMissingPauseImage(t *testing.T) {
 		t.Errorf("%d pulls of a pause image Docker has, want 0", n)
 	}
 }
-
-// The shim of a container is the live containerd-shim process whose -id (or --id, or -id=,
-// --id=) argument names the container alone.
-func TestShimOfMatchesEveryFormOfTheIDFlag(t *testing.T) {
-	const id = "4f1c0a5e9d2b"
-	shim := "/usr/bin/containerd-shim-runc-v2"
-	for _, tc := range []struct {
-		p    process
-		want bool
-	}{
-		{process{state: 'S', args: []string{shim, "-namespace", "moby", "-id", id}}, true},
-		{process{state: 'S', args: []string{shim, "--id", id, "-address", "/run/containerd.sock"}}, true},
-		{process{state: 'S', args: []string{shim, "-id=" + id}}, true},
-		{process{state: 'S', args: []string{shim, "--id=" + id}}, true},
-		{process{state: 'S', args: []string{shim, "-namespace", id, "-id"}}, false}, // -id last, no value
-		{process{state: 'S', args: []string{id, "-id", id}}, false},                 // not a shim
-		{process{state: 'Z', args: []string{shim, "-id", id}}, false},               // a zombie
-		{process{state: 'S', args: []string{shim, "-id", id + "0"}}, false},
-		{process{state: 'S', args: []string{shim, "-id", "other", "-bundle", id}}, false},
-	} {
-		tc.p.pid = 10
-		_, got := shimOf(map[int]process{10: tc.p}, id)
-		if got != tc.want {
-			t.Errorf("shimOf(%v) = %v, want %v", tc.p.args, got, tc.want)
-		}
-	}
-}

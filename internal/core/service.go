@@ -17,9 +17,11 @@ import (
 
 	"github.com/cri-dockerd/cri-dockerd/internal/containerlog"
 	"github.com/cri-dockerd/cri-dockerd/internal/core/startgate"
+	"github.com/cri-dockerd/cri-dockerd/internal/imagevolume"
 	"github.com/cri-dockerd/cri-dockerd/internal/keyedmutex"
 	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
 	"github.com/cri-dockerd/cri-dockerd/internal/network"
+	"github.com/cri-dockerd/cri-dockerd/internal/stats"
 	"github.com/cri-dockerd/cri-dockerd/internal/store"
 )
 
@@ -73,7 +75,7 @@ type Options struct {
 	Store ContainerStore
 
 	// imageVolumeMounter replaces mount(2) for image volumes in tests.
-	imageVolumeMounter layerMounter
+	imageVolumeMounter imagevolume.Mounter
 	// hairpin replaces network.EnableHairpin in tests.
 	hairpin func(pid int) error
 }
@@ -120,13 +122,13 @@ type Service struct {
 	netLocks    keyedmutex.Mutex
 	// once logs each kind of unsupported request once (see container_resources.go).
 	once onceLogger
-	// stats holds container stats samples, refreshed in the background (stats_collector.go).
-	stats *statsCollector
+	// stats holds container stats samples, refreshed in the background (internal/stats).
+	stats *stats.Collector
 	// events follows the store's events for GetContainerEvents (events.go).
 	events *eventBroker
-	// imageVolumes knows which containers mount which images (image_volume.go); rebuilt from
-	// container labels at start.
-	imageVolumes *imageVolumes
+	// imageVolumes knows which containers mount which images (internal/imagevolume); rebuilt
+	// from container labels at start.
+	imageVolumes *imagevolume.Manager
 	// sandboxList and containerList are the whole lists last built, given again while nothing
 	// they are made of changed (list_cache.go). Never changed once built: callers share them.
 	sandboxList   keptListCache[*runtimeapi.ListPodSandboxResponse]
@@ -185,15 +187,7 @@ func New(ctx context.Context, docker libdocker.Client, opts Options) (*Service, 
 		net:           opts.Network,
 	}
 	s.layers = newLayersRoots(s)
-	s.stats = newStatsCollector(docker, s.log)
-	s.stats.snapshotUpperDir = s.layers.snapshotUpperDir
-	s.stats.runscPath = func(ctx context.Context, runtime string) string {
-		info, err := s.runtimes.get(ctx)
-		if err != nil {
-			return ""
-		}
-		return info.runscPath(runtime)
-	}
+	s.stats = s.newStats(stats.Config{Docker: docker})
 	s.events = newEventBroker(s)
 	if err := s.openCheckpoints(); err != nil {
 		return nil, err
@@ -214,11 +208,8 @@ func New(ctx context.Context, docker libdocker.Client, opts Options) (*Service, 
 	s.adoptUpstreamSandboxes(ctx)
 	s.cleanUpOrphanNetworks(ctx)
 	s.removeGoneUpstreamCheckpoints(ctx)
-	s.imageVolumes = newImageVolumes(docker, s.log, opts.RootDirectory)
-	if opts.imageVolumeMounter != nil {
-		s.imageVolumes.mounter = opts.imageVolumeMounter
-	}
-	if err := s.imageVolumes.start(ctx); err != nil {
+	s.imageVolumes = imagevolume.New(imagevolume.Config{Docker: docker, Log: s.log, RootDirectory: opts.RootDirectory, Mounter: opts.imageVolumeMounter, DockerError: dockerError})
+	if err := s.imageVolumes.Start(ctx); err != nil {
 		return nil, fmt.Errorf("rebuild image volume index from docker: %w", err)
 	}
 	logState := ""
@@ -228,13 +219,13 @@ func New(ctx context.Context, docker libdocker.Client, opts Options) (*Service, 
 	// The log followers ask Docker itself whether a container stopped when its log stream
 	// ends: the container store may not have seen the die event yet.
 	if s.logs, err = containerlog.NewManager(st.Docker(), logState, s.log); err != nil {
-		s.imageVolumes.close()
+		s.imageVolumes.Close()
 		return nil, err
 	}
 	s.logs.DockerLogPath = s.dockerLogPath
 	if err := s.followExistingLogs(ctx); err != nil {
 		s.logs.Close()
-		s.imageVolumes.close()
+		s.imageVolumes.Close()
 		return nil, fmt.Errorf("resume container logs: %w", err)
 	}
 	if own != nil {
@@ -260,7 +251,7 @@ func (s *Service) Close() {
 	if s.ownStore != nil {
 		s.ownStore.Close()
 	}
-	s.stats.close()
+	s.stats.Close()
 	s.logs.Close()
-	s.imageVolumes.close()
+	s.imageVolumes.Close()
 }

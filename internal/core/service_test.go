@@ -14,6 +14,8 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/stats"
 )
 
 const (
@@ -59,9 +61,19 @@ func newTestServiceOn(t testing.TB, fake *libdocker.Fake, docker libdocker.Clien
 	}
 	// The fake's containers have pids of the host's processes: never read the host's /proc and
 	// cgroups for them (a test that needs those points host at fixtures).
-	s.stats.host = hostFS{sys: t.TempDir(), proc: t.TempDir()}
+	useStats(s, stats.Config{Host: stats.NewHost(t.TempDir(), t.TempDir())})
 	s.adoptions.readIPs = func(string) ([]string, error) { return nil, errors.New("no network namespaces in unit tests") }
 	return s
+}
+
+// useStats replaces s's stats collector by one on cfg, which keeps the current collector's host
+// unless it names one.
+func useStats(s *Service, cfg stats.Config) {
+	if cfg.Host == (stats.Host{}) {
+		cfg.Host = s.stats.Host()
+	}
+	s.stats.Close()
+	s.stats = s.newStats(cfg)
 }
 
 // testLogRoot holds the kubelet-like log directories of sandboxConfig: unit tests never write

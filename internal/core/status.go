@@ -15,31 +15,6 @@ import (
 // hold the kubelet's node status until its own deadline.
 const StatusTimeout = 2 * time.Second
 
-// Version answers Docker's version as the runtime version, as dockershim did ("docker://20.10").
-// While Docker does not answer within StatusTimeout, the version it last gave is answered: the
-// kubelet asks on every node status update.
-func (s *Service) Version(ctx context.Context, _ *runtimeapi.VersionRequest) (*runtimeapi.VersionResponse, error) {
-	callCtx, cancel := context.WithTimeout(ctx, s.opts.StatusTimeout)
-	v, err := s.docker.Version(callCtx)
-	cancel()
-	version := ""
-	switch {
-	case err == nil:
-		version = v.Version
-		s.lastVersion.Store(&version)
-	case ctx.Err() == nil && s.lastVersion.Load() != nil:
-		version = *s.lastVersion.Load()
-	default:
-		return nil, dockerError(err, "docker version")
-	}
-	return &runtimeapi.VersionResponse{
-		Version:           "0.1.0",
-		RuntimeName:       "docker",
-		RuntimeVersion:    version,
-		RuntimeApiVersion: CRIAPIVersion,
-	}, nil
-}
-
 // Status reports readiness from a live ping of Docker bounded by StatusTimeout, and the runtime
 // handlers this node can serve from the cached /info (refreshed when older than
 // RuntimeInfoMaxAge, and as it is while Docker does not answer).
@@ -121,29 +96,4 @@ func (s *Service) runtimeHandlers(ctx context.Context, dockerUp bool) []*runtime
 		out = append(out, &runtimeapi.RuntimeHandler{Name: name, Features: features})
 	}
 	return out
-}
-
-// RuntimeConfig reports Docker's cgroup driver, so the kubelet can use the same one.
-func (s *Service) RuntimeConfig(ctx context.Context, _ *runtimeapi.RuntimeConfigRequest) (*runtimeapi.RuntimeConfigResponse, error) {
-	info, err := s.runtimes.get(ctx)
-	if err != nil {
-		return nil, dockerError(err, "docker info")
-	}
-	driver := runtimeapi.CgroupDriver_CGROUPFS
-	if info.CgroupDriver == "systemd" {
-		driver = runtimeapi.CgroupDriver_SYSTEMD
-	}
-	return &runtimeapi.RuntimeConfigResponse{Linux: &runtimeapi.LinuxRuntimeConfiguration{CgroupDriver: driver}}, nil
-}
-
-// UpdateRuntimeConfig takes the kubelet's pod CIDR for the network plugin (the CNI ipRanges
-// capability); Docker's bridge does not use it.
-func (s *Service) UpdateRuntimeConfig(_ context.Context, req *runtimeapi.UpdateRuntimeConfigRequest) (*runtimeapi.UpdateRuntimeConfigResponse, error) {
-	if cidr := req.GetRuntimeConfig().GetNetworkConfig().GetPodCidr(); cidr != "" {
-		s.log.WithField("pod_cidr", cidr).Debug("pod CIDR update")
-		if err := s.updatePodCIDR(cidr); err != nil {
-			return nil, err
-		}
-	}
-	return &runtimeapi.UpdateRuntimeConfigResponse{}, nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 
 	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
+	"github.com/cri-dockerd/cri-dockerd/internal/testutil"
 )
 
 // sandbox is the fake Docker of a sandboxed runtime: exec'd processes are no host processes, a
@@ -120,13 +121,7 @@ func runningContainer(t *testing.T, d *sandbox) *container.InspectResponse {
 		}
 		return libdocker.ExecResult{}
 	})
-	id, err := d.CreateContainer(ctx, "ctr", &container.Config{Image: "busybox:latest"}, &container.HostConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.StartContainer(ctx, id); err != nil {
-		t.Fatal(err)
-	}
+	id := testutil.RunningContainer(t, d, "ctr", &container.Config{Image: "busybox:latest"}, &container.HostConfig{})
 	c, err := d.InspectContainer(ctx, id)
 	if err != nil {
 		t.Fatal(err)
@@ -317,14 +312,10 @@ func TestKillOfAnEndedExecDoesNothing(t *testing.T) {
 	}
 	defer stream.Close()
 	_, _ = io.Copy(io.Discard, stream.Reader)
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
-		if got, _ := d.InspectExec(context.Background(), execID); !got.Running {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("exec of true never ended")
-		}
-	}
+	testutil.Eventually(t, 5*time.Second, time.Millisecond, func() bool {
+		got, _ := d.InspectExec(context.Background(), execID)
+		return !got.Running
+	}, "exec of true never ended")
 	if err := (Killer{Docker: d, Proc: t.TempDir()}).Kill(context.Background(), c, execID, "CRI_DOCKERD_EXEC=00"); err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,8 @@ import (
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/pkg/stdcopy"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/testutil"
 )
 
 // Version names the engine of the API version the fake was set to, and a made-up one for a
@@ -322,13 +324,7 @@ func TestPidsAreUnique(t *testing.T) {
 func TestExecOutputIsMultiplexedByStream(t *testing.T) {
 	ctx := context.Background()
 	f := newTestFake(t)
-	id, err := f.CreateContainer(ctx, "exec", &container.Config{Image: "busybox"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.StartContainer(ctx, id); err != nil {
-		t.Fatal(err)
-	}
+	id := testutil.RunningContainer(t, f, "exec", &container.Config{Image: "busybox"}, nil)
 	for _, want := range []ExecResult{{Stdout: "out\n", Stderr: "err\n"}, {Stdout: "only out"}, {Stderr: "only err"}, {}} {
 		f.SetExecHandler(func(string, []string) ExecResult { return want })
 		execID, err := f.CreateExec(ctx, id, container.ExecOptions{Cmd: []string{"x"}, AttachStdout: true, AttachStderr: true})

@@ -17,6 +17,8 @@ import (
 	"github.com/docker/docker/pkg/jsonmessage"
 	"github.com/sirupsen/logrus"
 	logtest "github.com/sirupsen/logrus/hooks/test"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/testutil"
 )
 
 const testPullRef = "example.com/app:1"
@@ -71,9 +73,7 @@ func fakePullServer(t *testing.T, steps ...pullStep) (endpoint string, clientGon
 				}
 				return
 			case s.until != nil:
-				for end := time.Now().Add(10 * time.Second); !s.until() && time.Now().Before(end); {
-					time.Sleep(5 * time.Millisecond)
-				}
+				testutil.PollUntil(10*time.Second, 5*time.Millisecond, s.until)
 			default:
 				time.Sleep(s.pause)
 			}

@@ -19,6 +19,8 @@ import (
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/cni/pkg/version"
 	"github.com/sirupsen/logrus"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/testutil"
 )
 
 // fakeCNI stands in for libcni: it records each ADD and DEL with the config list and runtime
@@ -196,16 +198,10 @@ func (e *cniEnv) start(t *testing.T, opts CNIOptions) *CNI {
 	return c
 }
 
-// eventually waits up to 5 s for cond.
+// eventually waits up to 5 s (scaled by the load) for cond.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.Eventually(t, 5*time.Second, 10*time.Millisecond, cond, "timed out waiting until %s", what)
 }
 
 func TestCNINotReadyUntilAConfigAppearsThenReadyWithoutRestart(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"github.com/docker/docker/api/types/registry"
 
 	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
+	"github.com/cri-dockerd/cri-dockerd/internal/testutil"
 )
 
 const testLabel = "io.kubernetes.docker.type"
@@ -82,11 +83,7 @@ func same(t *testing.T, s *Store, fake *libdocker.Fake, id string) {
 // eventually waits (bounded) for cond: the store learns of changes behind its back from events.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(2 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 10 s", what)
-		}
-	}
+	testutil.Eventually(t, 10*time.Second, 2*time.Millisecond, cond, "%s: not within 10 s", what)
 }
 
 func stateOf(t *testing.T, s *Store, id string) string {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cri-dockerd/cri-dockerd/internal/execkill/execkilltest"
 	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
+	"github.com/cri-dockerd/cri-dockerd/internal/testutil"
 )
 
 func TestStopKillsTheProcessOfASessionInsideASandboxedRuntime(t *testing.T) {
@@ -54,11 +55,7 @@ func TestStopKillsTheProcessOfASessionInsideASandboxedRuntime(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- spdyExec(t.Context(), resp.Url, remotecommand.StreamOptions{Stdout: io.Discard}) }()
-	for deadline := time.Now().Add(5 * time.Second); d.ExecRunning(id) == 0; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("exec never started")
-		}
-	}
+	testutil.Eventually(t, 5*time.Second, 5*time.Millisecond, func() bool { return d.ExecRunning(id) != 0 }, "exec never started")
 	if err := s.Stop(); err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
+	"github.com/cri-dockerd/cri-dockerd/internal/testutil"
 )
 
 func quietLog() *logrus.Entry {
@@ -36,14 +37,7 @@ func runningContainer(t *testing.T, fake *libdocker.Fake, hc *container.HostConf
 	if _, err := fake.InspectImage(ctx, "busybox:1.36"); err != nil {
 		fake.AddImage(libdocker.FakeImage("", "", "busybox:1.36"))
 	}
-	id, err := fake.CreateContainer(ctx, "c-"+strconv.FormatInt(time.Now().UnixNano(), 36), &container.Config{Image: "busybox:1.36"}, hc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := fake.StartContainer(ctx, id); err != nil {
-		t.Fatal(err)
-	}
-	return id
+	return testutil.RunningContainer(t, fake, "c-"+strconv.FormatInt(time.Now().UnixNano(), 36), &container.Config{Image: "busybox:1.36"}, hc)
 }
 
 // startServer serves a streaming server on loopback for the test.
@@ -222,11 +216,7 @@ func TestStopEndsSessionsAndKillsTheirProcesses(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- spdyExec(t.Context(), resp.Url, remotecommand.StreamOptions{Stdout: io.Discard}) }()
-	for deadline := time.Now().Add(5 * time.Second); fake.ExecRunning(id) == 0; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("exec never started")
-		}
-	}
+	testutil.Eventually(t, 5*time.Second, 5*time.Millisecond, func() bool { return fake.ExecRunning(id) != 0 }, "exec never started")
 	if err := s.Stop(); err != nil {
 		t.Fatal(err)
 	}

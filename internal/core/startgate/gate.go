@@ -4,11 +4,10 @@
 // A node that gets 100 pods at once (a reboot, a drain elsewhere) has the kubelet call
 // RunPodSandbox for all of them together. Docker then starts 100 pause containers side by side
 // on a few cores, each start slowed by all the others, and every pod reaches Running near the
-// end of the batch: measured here, half the pods were Running only at 83% of the batch's wall
-// time. Admitting a few starts at a time, and a pod's containers before the next pods'
-// sandboxes, lets the first pods finish first, as a queue does, without making the batch
-// longer: Docker's work per start is the same, and a start that waits for a slot is a start
-// that would have shared the cores with all the others.
+// end of the batch (figures in docs/benchmarks.md). Admitting a few starts at a time, and a
+// pod's containers before the next pods' sandboxes, lets the first pods finish first, as a
+// queue does, without making the batch longer: Docker's work per start is the same, and a
+// start that waits for a slot is a start that would have shared the cores with all the others.
 //
 // A start that has waited maxWait goes in without a slot: a runtime whose starts hang must
 // not stop every other pod of the node from starting.

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/testutil"
 )
 
 // enter starts a goroutine that enters g with priority p and records its name in order once
@@ -29,10 +31,8 @@ func enter(t *testing.T, g *Gate, p Priority, name string, order *[]string, mu *
 
 func waitQueued(t *testing.T, g *Gate, n int) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); g.Waiting() != n; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d waiting, want %d", g.Waiting(), n)
-		}
+	if !testutil.PollUntil(5*time.Second, time.Millisecond, func() bool { return g.Waiting() == n }) {
+		t.Fatalf("%d waiting, want %d", g.Waiting(), n)
 	}
 }
 
