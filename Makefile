@@ -60,7 +60,7 @@ test: prebuild lint unit setup integration critest critest-gvisor setup-docker29
 prebuild: ## start the long cached builds (Docker 29, Kubernetes, node e2e) in the background
 	hack/prebuild.sh
 
-lint: ## gofmt and go vet (also with the integration tag)
+lint: ## gofmt, go vet (also with the integration tag) and the import rules
 	@bad=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$bad" ]; then echo "gofmt needed: $$bad"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags integration ./integration/...
