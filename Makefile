@@ -21,7 +21,7 @@ SYSTEMD_DIR ?= /etc/systemd/system
 .PHONY: help build run install clean \
 	test prebuild lint unit fuzz setup integration \
 	critest critest-gvisor critest-gvisor-docker29 setup-docker29 integration-docker29 critest-docker29 stop-docker29 \
-	e2e-kubelet e2e-node e2e-node-fast vm \
+	e2e-kubelet e2e-node e2e-node-fast vm vm-tools vm-systemd \
 	bench bench-density mutation \
 	release release-test
 
@@ -152,10 +152,15 @@ e2e-node-fast: build setup ## the node e2e suite's fast subset
 # Docker's systemd cgroup driver, under qemu (software emulation here: this machine's KVM does
 # not boot Debian's kernel). Builds the guest image into /var/cache/cri-dockerd-ci/vm/ once.
 VM_PACKAGES := qemu-system-x86 qemu-utils debootstrap e2fsprogs
-vm: ## boot the cgroup v2 + systemd guest and run its smoke test (not in `make test` yet)
+vm-tools:
 	@command -v qemu-system-x86_64 >/dev/null && command -v qemu-img >/dev/null && command -v debootstrap >/dev/null || \
 		{ apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(VM_PACKAGES); }
+
+vm: vm-tools ## boot the cgroup v2 + systemd guest and run its smoke test (not in `make test` yet)
 	test/vm/smoke.sh --timeout 900
+
+vm-systemd: release setup vm-tools ## our .deb under systemd in the VM: socket activation, restart with a pod running, Docker late, purge
+	test/vm/systemd.sh --timeout 900
 
 ##@ Benchmarks (docs/benchmarks.md)
 

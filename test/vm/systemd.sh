@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Our .deb under systemd in the VM test bed (what `make vm-systemd` runs): the guest installs it
+# with apt and runs guest/systemd.sh (socket activation, restart with a pod running, Docker down
+# at start, reinstall, purge). Needs dist/'s amd64 .deb (`make release`), crictl (cached by
+# test/critest/build-tools.sh) and the test images of `make setup` in the host's Docker.
+# Options go to run.sh (e.g. --timeout 900, --console, --out DIR).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+
+deb=$(find "$root/dist" -maxdepth 1 -name 'cri-dockerd_*_amd64.deb' 2>/dev/null | sort | tail -n1)
+[ -n "$deb" ] || { echo "systemd.sh: no dist/cri-dockerd_*_amd64.deb; run make release" >&2; exit 1; }
+tools=$("$root/test/critest/build-tools.sh" | tail -n1)
+img=$("$here/image.sh")
+
+in=$(mktemp -d /tmp/cri-dockerd-vm-in.XXXXXX)
+trap 'rm -rf "$in"' EXIT
+cp "$deb" "$tools/crictl" "$in/"
+docker save -o "$in/pause.tar" registry.k8s.io/pause:3.10
+docker save -o "$in/busybox.tar" cri-dockerd-test/busybox:latest
+# A pod on the node's network: the guest has no CNI config, and this step is not about CNI.
+cat >"$in/pod.json" <<'JSON'
+{"metadata": {"name": "vm-pod", "namespace": "default", "uid": "vm-pod-uid"},
+ "linux": {"security_context": {"namespace_options": {"network": 2}}},
+ "log_directory": "/var/log/pods/vm-pod"}
+JSON
+cat >"$in/container.json" <<'JSON'
+{"metadata": {"name": "app"}, "image": {"image": "cri-dockerd-test/busybox:latest"},
+ "command": ["sleep", "3600"], "log_path": "app.log"}
+JSON
+echo "systemd.sh: $(basename "$deb") in $(basename "$img")" >&2
+"$here/run.sh" "$@" "$here/guest/systemd.sh" "$in"/*
