@@ -21,7 +21,7 @@ SYSTEMD_DIR ?= /etc/systemd/system
 .PHONY: help build run install clean \
 	test prebuild lint unit fuzz setup integration \
 	critest critest-gvisor critest-gvisor-docker29 setup-docker29 integration-docker29 critest-docker29 stop-docker29 \
-	e2e-kubelet e2e-node e2e-node-fast vm vm-tools vm-systemd \
+	e2e-kubelet e2e-node e2e-node-fast vm vm-tools vm-systemd vm-node \
 	bench bench-density mutation \
 	release release-test
 
@@ -161,6 +161,11 @@ vm: vm-tools ## boot the cgroup v2 + systemd guest and run its smoke test (not i
 
 vm-systemd: release setup vm-tools ## our .deb under systemd in the VM: socket activation, restart with a pod running, Docker late, purge
 	test/vm/systemd.sh --timeout 900
+
+# One boot, both of Docker's cgroup drivers (switched in the guest), bin/cri-dockerd with
+# packaging's units, and the kubelet of test/e2e/build-k8s.sh (built once into its cache).
+vm-node: build setup vm-tools ## a cgroup v2 node in the VM, systemd and cgroupfs drivers: cgroup_parent, unified, OOM, stats, AppArmor, a standalone kubelet
+	test/vm/node.sh --timeout 900
 
 ##@ Benchmarks (docs/benchmarks.md)
 

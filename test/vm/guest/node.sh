@@ -1,0 +1,559 @@
+#!/bin/bash
+# A cgroup v2 node for real, run inside the guest by test/vm/node.sh: cri-dockerd (bin/ plus
+# packaging's systemd units) over Docker 20.10, once with Docker's systemd cgroup driver and
+# again with cgroupfs (daemon.json, Docker and cri-dockerd restarted), checked through crictl
+# against the kernel's cgroup files: RuntimeConfig, cgroup_parent as the kubelet names it, the
+# unified map, OOM kills (memory.oom.group 1 and 0), stats under load, AppArmor, and a
+# standalone kubelet v1.37.2 with a static pod. Each check prints "node: ..." lines with what it
+# saw, and PASS/FAIL; a failed check does not stop the others. Exit 1 if any check failed.
+#
+# Inputs in $VM_IN: cri-dockerd, cri-docker.service, cri-docker.socket, crictl, kubelet (optional),
+# pause.tar and busybox.tar. Env: NODE_DRIVERS (default "systemd cgroupfs"), NODE_KUBELET_DRIVERS
+# (the drivers whose pass runs the kubelet check, default "systemd cgroupfs"; "" skips it),
+# NODE_KUBELET_BUDGET (seconds since the script started after which a kubelet check is skipped,
+# default 420).
+# shellcheck disable=SC2317 # helpers defined inside checks are called through wait_for
+set -uo pipefail
+
+T_START=$EPOCHREALTIME
+sock=unix:///var/run/cri-dockerd.sock
+BUSYBOX=cri-dockerd-test/busybox:latest
+W=/tmp/node
+mkdir -p "$W"
+DRIVERS=${NODE_DRIVERS:-systemd cgroupfs}
+KUBELET_DRIVERS=${NODE_KUBELET_DRIVERS-systemd cgroupfs}
+KUBELET_BUDGET=${NODE_KUBELET_BUDGET:-420}
+DRIVER=setup
+RESULTS=()
+TIMES=()
+FAILED=0
+
+say() { echo "node: $*"; }
+# since T: seconds since the $EPOCHREALTIME value T, one decimal.
+since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'; }
+uptime_s() { cut -d' ' -f1 /proc/uptime; }
+# fail MSG: prints the failure with diagnostics and ends the check (each check runs in a
+# subshell) or, in the setup, the script.
+# To stderr, so that it shows from inside $(...) too; $W/fail-said tells run_check it was said.
+fail() {
+	: >"$W/fail-said"
+	echo "node: FAIL [$DRIVER] $*" >&2
+	{
+		echo "--- docker ps -a"
+		docker ps -a --format '{{.ID}} {{.Names}} {{.Status}}' | head -20
+		echo "--- journal of cri-docker.service (last 25 lines)"
+		journalctl -u cri-docker.service --no-pager -o cat 2>&1 | tail -25
+	} | sed 's/^/node:   | /' >&2
+	exit 1
+}
+# wait_for SECS CMD...: runs CMD every second until it succeeds, for at most SECS in all.
+wait_for() {
+	local end=$((SECONDS + $1))
+	shift
+	while [ "$SECONDS" -lt "$end" ]; do
+		"$@" >/dev/null 2>&1 && return 0
+		sleep 1
+	done
+	return 1
+}
+# crictl runs from the guest's disk (setup_crid copies it): run from the 9p share, each call
+# read its 40 MB again (about 3-5 s a call under TCG). /etc/crictl.yaml names the endpoints.
+crictl() { /usr/local/bin/crictl "$@"; }
+runtime_ready() { crictl info 2>/dev/null | tr -d ' \n' | grep -o '{[^{}]*"RuntimeReady"[^{}]*}' | grep -q '"status":true'; }
+docker_driver_is() { [ "$(docker info -f '{{.CgroupDriver}}' 2>/dev/null)" = "$1" ]; }
+# jval JSON KEY: the first `"KEY": {"value": "N"}` of crictl's JSON (protojson: uint64 as strings).
+jval() { printf '%s' "$1" | tr -d ' \n' | grep -o "\"$2\":{\"value\":\"[0-9]*\"}" | head -n1 | sed 's/.*:"\([0-9]*\)"}$/\1/'; }
+# cg_of CTR: the container's cgroup (cgroup v2: one line "0::/path" in /proc/PID/cgroup).
+pid_of() { docker inspect -f '{{.State.Pid}}' "$1"; }
+cg_of() { sed -n 's/^0:://p' "/proc/$(pid_of "$1")/cgroup"; }
+cgfile() { cat "/sys/fs/cgroup$1/$2" 2>&1; }
+# kv FILE KEY: the value of KEY in a flat-keyed cgroup file (cpu.stat, memory.stat, memory.events).
+kv() { awk -v k="$2" '$1 == k { print $2 }' "$1"; }
+state_of() { crictl inspect -o go-template --template '{{.status.state}}' "$1" 2>/dev/null; }
+is_state() { [ "$(state_of "$1")" = "$2" ]; }
+# Containers first with crictl rm -f (StopContainer with timeout 0): a `sleep` as a container's
+# PID 1 ignores SIGTERM, and StopPodSandbox would give each its 10 s grace.
+cleanup_pods() {
+	crictl rm -fa >/dev/null 2>&1 || true
+	crictl rmp -fa >/dev/null 2>&1 || true
+	local left
+	left=$(docker ps -aq --filter name=k8s_)
+	if [ -n "$left" ]; then
+		say "cleanup: docker rm -f of k8s_ containers left after crictl rmp -fa: $(echo "$left" | tr '\n' ' ')"
+		echo "$left" | xargs docker rm -f >/dev/null 2>&1 || true
+	fi
+}
+
+# mkpod NAME UID [CGROUP_PARENT]: a pod config on the node's network (no CNI is needed).
+mkpod() {
+	mkdir -p "/var/log/pods/$DRIVER-$1"
+	cat >"$W/$1.pod.json" <<EOF
+{"metadata": {"name": "$1", "namespace": "node", "uid": "$2"},
+ "linux": {"cgroup_parent": "${3:-}", "security_context": {"namespace_options": {"network": 2}}},
+ "log_directory": "/var/log/pods/$DRIVER-$1"}
+EOF
+}
+# mkctr POD NAME COMMAND_JSON [LINUX_JSON]: a busybox container config.
+mkctr() {
+	cat >"$W/$1.$2.json" <<EOF
+{"metadata": {"name": "$2"}, "image": {"image": "$BUSYBOX"}, "command": $3,
+ "log_path": "$2.log", "linux": ${4:-{\}}}
+EOF
+}
+# runp NAME: runs the pod, prints its id; fails the check with crictl's error.
+runp() {
+	local id
+	id=$(crictl runp "$W/$1.pod.json" 2>"$W/err") || fail "crictl runp $1: $(cat "$W/err")"
+	echo "$id"
+}
+# run_ctr POD_ID POD NAME: creates and starts the container, prints its id.
+run_ctr() {
+	local id
+	id=$(crictl create "$1" "$W/$2.$3.json" "$W/$2.pod.json" 2>"$W/err") || fail "crictl create $3: $(cat "$W/err")"
+	crictl start "$id" >/dev/null 2>"$W/err" || fail "crictl start $3 (${id:0:12}): $(cat "$W/err")"
+	echo "$id"
+}
+
+# run_check NAME FUNC: runs FUNC in a subshell (fail ends only it), times it, removes its pods.
+run_check() {
+	local name=$1 t=$EPOCHREALTIME rc st
+	shift
+	say "--- [$DRIVER] $name"
+	rm -f "$W/fail-said"
+	(
+		# set -e ends the check at an unexpected failure: say which command it was.
+		trap 'rc=$?; case $rc in 0 | 3) ;; *) [ -e "$W/fail-said" ] || echo "node: FAIL [$DRIVER] $name: exit $rc at: $BASH_COMMAND" >&2 ;; esac' EXIT
+		set -e
+		"$@"
+	)
+	rc=$?
+	cleanup_pods
+	case $rc in
+	0) st=PASS ;;
+	3) st=SKIP ;;
+	*) st=FAIL && FAILED=$((FAILED + 1)) ;;
+	esac
+	RESULTS+=("$(printf '%-9s %-18s %-4s %6ss' "$DRIVER" "$name" "$st" "$(since "$t")")")
+	say "[$DRIVER] $name: $st ($(since "$t")s)"
+}
+# phase NAME FUNC: a timed step that must work (its failure ends the script).
+phase() {
+	local name=$1 t=$EPOCHREALTIME
+	shift
+	"$@"
+	TIMES+=("$(printf '%-9s %-18s %6ss' "$DRIVER" "$name" "$(since "$t")")")
+	say "time [$DRIVER] $name: $(since "$t")s"
+}
+
+# ---- setup ----
+
+setup_swap() {
+	# The guest has swap, as nodes that use it do (failSwapOn: false for the kubelet).
+	if ! { fallocate -l 256M /swapfile 2>/dev/null || dd if=/dev/zero of=/swapfile bs=1M count=256 status=none; } ||
+		! chmod 600 /swapfile || ! mkswap -q /swapfile || ! swapon /swapfile; then
+		fail "swap on /swapfile"
+	fi
+	say "swap: $(tail -n +2 /proc/swaps | tr -s ' \t' ' ')"
+	say "kernel $(uname -r), cgroup $(stat -fc %T /sys/fs/cgroup), controllers: $(cat /sys/fs/cgroup/cgroup.controllers)"
+	say "AppArmor enabled: $(cat /sys/module/apparmor/parameters/enabled 2>&1); PSI: $([ -e /proc/pressure/io ] && echo yes || echo no)"
+}
+setup_docker() {
+	wait_for 300 docker info || fail "docker not ready 300 s after the script started"
+	docker load -i "$VM_IN/pause.tar" >/dev/null || fail "docker load pause.tar"
+	docker load -i "$VM_IN/busybox.tar" >/dev/null || fail "docker load busybox.tar"
+	say "docker $(docker version --format '{{.Server.Version}}') ready at uptime $(uptime_s)s, driver $(docker info -f '{{.CgroupDriver}} (cgroup v{{.CgroupVersion}})'), images loaded"
+}
+setup_crid() {
+	install -m 0755 "$VM_IN/cri-dockerd" "$VM_IN/crictl" /usr/local/bin/
+	printf 'runtime-endpoint: %s\nimage-endpoint: %s\ntimeout: 90\n' "$sock" "$sock" >/etc/crictl.yaml
+	install -m 0644 "$VM_IN/cri-docker.service" "$VM_IN/cri-docker.socket" /etc/systemd/system/
+	systemctl daemon-reload
+	systemctl start cri-docker.socket cri-docker.service || fail "systemctl start cri-docker"
+	wait_for 120 runtime_ready || fail "cri-dockerd not ready within 120 s"
+	say "$(/usr/local/bin/cri-dockerd --version 2>&1 | head -n1) ready (bin/ and packaging/systemd units)"
+	[ -e /etc/resolv.conf ] || echo 'nameserver 127.0.0.1' >/etc/resolv.conf # the kubelet reads it
+}
+switch_driver() {
+	local d=$1
+	systemctl stop cri-docker.service cri-docker.socket
+	[ ! -s /etc/docker/daemon.json ] || say "daemon.json was: $(tr -d '\n' </etc/docker/daemon.json)"
+	printf '{"exec-opts":["native.cgroupdriver=%s"]}\n' "$d" >/etc/docker/daemon.json
+	systemctl restart docker.service || fail "systemctl restart docker"
+	wait_for 180 docker_driver_is "$d" || fail "docker does not report cgroup driver $d within 180 s: $(docker info -f '{{.CgroupDriver}}' 2>&1)"
+	systemctl start cri-docker.socket cri-docker.service || fail "systemctl start cri-docker"
+	wait_for 120 runtime_ready || fail "cri-dockerd not ready within 120 s of the switch"
+	say "docker restarted with daemon.json $(tr -d '\n' </etc/docker/daemon.json): driver $(docker info -f '{{.CgroupDriver}}'); cri-dockerd restarted"
+}
+
+# ---- checks ----
+
+# 1. RuntimeConfig reports Docker's driver.
+check_runtime_config() {
+	local out got
+	out=$(crictl runtime-config 2>&1) || fail "crictl runtime-config: $out"
+	got=$(printf '%s\n' "$out" | awk '/cgroup driver:/ { print $3 }')
+	say "RuntimeConfig cgroup driver: ${got:-none}; docker info: $(docker info -f '{{.CgroupDriver}}, cgroup v{{.CgroupVersion}}')"
+	[ "$got" = "$WANT_RC" ] || fail "RuntimeConfig says '${got:-$out}', want $WANT_RC"
+}
+
+# 2. cgroup_parent as the kubelet names the pod's cgroup for each driver.
+check_cgroup_parent() {
+	local uid=5f0c1e2a-7b3d-4c8e-9a6f-0d1e2f3a4b5c parent want_sb want_ctr pod ctr got_sb got_ctr
+	if [ "$DRIVER" = systemd ]; then
+		parent="/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod${uid//-/_}.slice"
+	else
+		parent="/kubepods/besteffort/pod$uid"
+	fi
+	mkpod parent "$uid" "$parent"
+	mkctr parent app '["sleep", "3600"]'
+	say "pod cgroup_parent $parent"
+	pod=$(runp parent)
+	ctr=$(run_ctr "$pod" parent app)
+	if [ "$DRIVER" = systemd ]; then
+		want_sb="$parent/docker-$pod.scope" want_ctr="$parent/docker-$ctr.scope"
+	else
+		want_sb="$parent/$pod" want_ctr="$parent/$ctr"
+	fi
+	got_sb=$(cg_of "$pod") got_ctr=$(cg_of "$ctr")
+	say "sandbox cgroup $got_sb"
+	say "container cgroup $got_ctr"
+	[ "$got_sb" = "$want_sb" ] || fail "sandbox cgroup $got_sb, want $want_sb"
+	[ "$got_ctr" = "$want_ctr" ] || fail "container cgroup $got_ctr, want $want_ctr"
+}
+
+# 3. The unified map reaches the container's cgroup files.
+check_unified() {
+	local pod lim nol cg f want got bad=
+	mkpod unified 0c3d2b1a-0000-4000-8000-0000000000u3
+	mkctr unified limited '["sleep", "3600"]' '{"resources": {"memory_limit_in_bytes": 134217728,
+		"unified": {"memory.oom.group": "1", "memory.high": "100663296", "memory.min": "8388608", "memory.swap.max": "0"}}}'
+	mkctr unified nolimit '["sleep", "3600"]' '{"resources": {"unified": {"memory.swap.max": "0"}}}'
+	local since_ts
+	since_ts=$(date +%s)
+	pod=$(runp unified)
+	lim=$(run_ctr "$pod" unified limited)
+	nol=$(run_ctr "$pod" unified nolimit)
+	cg=$(cg_of "$lim")
+	for f in memory.oom.group=1 memory.high=100663296 memory.min=8388608 memory.max=134217728 memory.swap.max=0; do
+		want=${f#*=} got=$(cgfile "$cg" "${f%%=*}")
+		say "limited: ${f%%=*} = $got (want $want)"
+		[ "$got" = "$want" ] || bad="$bad ${f%%=*}=$got"
+	done
+	cg=$(cg_of "$nol")
+	got=$(cgfile "$cg" memory.swap.max)
+	say "nolimit: memory.swap.max = $got (want 0), memory.max = $(cgfile "$cg" memory.max)"
+	[ "$got" = 0 ] || bad="$bad nolimit:memory.swap.max=$got"
+	if [ -n "$bad" ]; then
+		journalctl -u cri-docker.service --since "@$since_ts" --no-pager -o cat 2>&1 | grep -i 'unified\|cgroup v2\|ignored' | sed 's/^/node:   cri-dockerd: /' | head -10
+		fail "cgroup files differ:$bad"
+	fi
+}
+
+# 4. OOM kills: memory.oom.group 1 ends the container (OOMKilled, 137); 0 kills only the
+# biggest process (tail) and the container keeps running. The command does not end with tail:
+# busybox sh execs the last command of -c, and tail as the container's PID 1 would end the
+# container either way.
+oom_kills() { local n; n=$(kv "/sys/fs/cgroup$1/memory.events" oom_kill 2>/dev/null) && [ "${n:-0}" -ge 1 ]; }
+check_oom() {
+	local pod grp one cg_grp cg_one st reason code n
+	mkpod oom 0c3d2b1a-0000-4000-8000-0000000000o4
+	local cmd='["sh", "-c", "sleep 100000 & sleep 2; tail /dev/zero; echo tail-gone; wait"]'
+	mkctr oom group "$cmd" '{"resources": {"memory_limit_in_bytes": 67108864, "unified": {"memory.oom.group": "1", "memory.swap.max": "0"}}}'
+	mkctr oom single "$cmd" '{"resources": {"memory_limit_in_bytes": 67108864, "unified": {"memory.oom.group": "0", "memory.swap.max": "0"}}}'
+	pod=$(runp oom)
+	grp=$(run_ctr "$pod" oom group)
+	one=$(run_ctr "$pod" oom single)
+	cg_grp=$(cg_of "$grp") cg_one=$(cg_of "$one")
+	say "group: memory.oom.group=$(cgfile "$cg_grp" memory.oom.group) memory.max=$(cgfile "$cg_grp" memory.max) memory.swap.max=$(cgfile "$cg_grp" memory.swap.max)"
+	say "single: memory.oom.group=$(cgfile "$cg_one" memory.oom.group) memory.max=$(cgfile "$cg_one" memory.max) memory.swap.max=$(cgfile "$cg_one" memory.swap.max)"
+	local t=$SECONDS ok_grp=0 ok_one=0 end=$((SECONDS + 120))
+	# Until the group container has exited (or had its OOM kill and is still there 10 s later)
+	# and the single one has had its OOM kill.
+	local grp_oom_at=
+	while [ "$SECONDS" -lt "$end" ]; do
+		if [ "$ok_grp" = 0 ]; then
+			if is_state "$grp" CONTAINER_EXITED; then
+				ok_grp=1
+			elif [ -z "$grp_oom_at" ] && oom_kills "$cg_grp"; then
+				grp_oom_at=$SECONDS
+			elif [ -n "$grp_oom_at" ] && [ $((SECONDS - grp_oom_at)) -ge 10 ]; then
+				ok_grp=2
+			fi
+		fi
+		[ "$ok_one" = 1 ] || ! oom_kills "$cg_one" || ok_one=1
+		[ "$ok_grp" = 0 ] || [ "$ok_one" = 0 ] || break
+		sleep 1
+	done
+	IFS='|' read -r st reason code < <(crictl inspect -o go-template --template '{{.status.state}}|{{.status.reason}}|{{.status.exitCode}}' "$grp" 2>&1)
+	say "group (oom.group 1): after $((SECONDS - t))s state $st, reason ${reason:-none}, exit code $code; docker OOMKilled=$(docker inspect -f '{{.State.OOMKilled}}' "$grp"); memory.events: $(tr '\n' ' ' <"/sys/fs/cgroup$cg_grp/memory.events" 2>/dev/null || echo 'cgroup gone'); logs: $(crictl logs "$grp" 2>&1 | tr '\n' ' ')"
+	n=$(kv "/sys/fs/cgroup$cg_one/memory.events" oom_kill 2>/dev/null || echo gone)
+	sleep 2
+	local st1
+	st1=$(state_of "$one")
+	say "single (oom.group 0): oom_kill=$n, state $st1, logs: $(crictl logs "$one" 2>&1 | tr '\n' ' '), processes: $(tr '\n' ' ' <"/sys/fs/cgroup$cg_one/cgroup.procs" 2>/dev/null)"
+	local bad=
+	[ "$st" = CONTAINER_EXITED ] && [ "$reason" = OOMKilled ] && [ "$code" = 137 ] ||
+		bad="group container: state $st reason ${reason:-none} exit $code, want CONTAINER_EXITED OOMKilled 137;"
+	[ "$ok_one" = 1 ] && [ "$st1" = CONTAINER_RUNNING ] ||
+		bad="$bad single container: oom_kill ${n}, state $st1, want >=1 and CONTAINER_RUNNING"
+	[ -z "$bad" ] || fail "$bad"
+}
+
+# 5. Stats under load against the cgroup files.
+usage_ns() { echo $(($(kv "/sys/fs/cgroup$1/cpu.stat" usage_usec) * 1000)); }
+ws_file() { echo $(($(cat "/sys/fs/cgroup$1/memory.current") - $(kv "/sys/fs/cgroup$1/memory.stat" inactive_file))); }
+# within A B TOL: |A - B| <= TOL
+within() { local d=$(($1 - $2)); [ "${d#-}" -le "$3" ]; }
+# measure READ CMD...: runs CMD (a crictl stats call) between reads of READ (eval'ed) and sets
+# JSON (its output), LO and HI (the reads that bracket its sample) and BRACKET (a description).
+# A first call marks the sample it gets seen; a call a second or more later gets a new one
+# (docs/cgroups.md), read between the two reads around it, unless the background loop took a
+# sample meanwhile, never given out yet, which is returned as it is: then it was taken after
+# the read before the first call. The sample's cpu timestamp tells which.
+measure() {
+	local read=$1 r0 r1 r2 t1 t2 ts
+	shift
+	r0=$(eval "$read")
+	"$@" >/dev/null 2>&1 || true
+	sleep 1.1
+	t1=$(date +%s%N) r1=$(eval "$read")
+	JSON=$("$@" 2>&1) || fail "$*: $JSON"
+	r2=$(eval "$read") t2=$(date +%s%N)
+	ts=$(printf '%s' "$JSON" | tr -d ' \n' | grep -o '"cpu":{"timestamp":"[0-9]*"' | head -n1 | grep -o '[0-9][0-9]*' | tail -n1)
+	HI=$r2
+	if [ "${ts:-0}" -ge "$t1" ]; then
+		LO=$r1 BRACKET="read before $r1, after $r2 (the sample at +$(((ts - t1) / 1000000)) ms of the $(((t2 - t1) / 1000000)) ms between the reads)"
+	else
+		LO=$r0 BRACKET="read before the first call $r0, before this one $r1, after $r2 (a background sample, $(((t1 - ${ts:-0}) / 1000000)) ms before the read before this call)"
+	fi
+}
+check_stats() {
+	local pod burn hog cg_b cg_h cg_s bad='' id name cg got wsf wsg
+	mkpod stats 0c3d2b1a-0000-4000-8000-0000000000s5
+	mkctr stats burner '["sh", "-c", "while :; do :; done"]' '{"resources": {"cpu_period": 100000, "cpu_quota": 50000}}'
+	# 48 MiB into the pod's /dev/shm (tmpfs, charged to the writer) with a 32 MiB limit and
+	# 96 MiB of swap (memory_swap_limit_in_bytes is memory + swap): about 16 MiB go to swap.
+	mkctr stats holder '["sh", "-c", "dd if=/dev/zero of=/dev/shm/fill bs=1M count=48 2>&1; echo filled; exec sleep 100000"]' \
+		'{"resources": {"memory_limit_in_bytes": 33554432, "memory_swap_limit_in_bytes": 134217728}}'
+	pod=$(runp stats)
+	burn=$(run_ctr "$pod" stats burner)
+	hog=$(run_ctr "$pod" stats holder)
+	cg_b=$(cg_of "$burn") cg_h=$(cg_of "$hog") cg_s=$(cg_of "$pod")
+	filled() { crictl logs "$hog" 2>&1 | grep -q '^filled'; }
+	wait_for 90 filled || fail "holder did not fill /dev/shm within 90 s: $(crictl logs "$hog" 2>&1 | tail -3)"
+	say "holder: $(crictl logs "$hog" 2>&1 | grep -v '^filled' | tail -n1 | tr '\n' ' ') memory.max=$(cgfile "$cg_h" memory.max) memory.swap.max=$(cgfile "$cg_h" memory.swap.max) memory.current=$(cgfile "$cg_h" memory.current) memory.swap.current=$(cgfile "$cg_h" memory.swap.current)"
+	say "burner: cpu.max=$(cgfile "$cg_b" cpu.max)"
+	for id in "$burn" "$hog"; do
+		[ "$id" = "$burn" ] && name=burner cg=$cg_b || name=holder cg=$cg_h
+		# shellcheck disable=SC2016 # expanded by measure's eval
+		measure 'usage_ns "$cg"' crictl stats -o json "$id"
+		wsf=$(ws_file "$cg")
+		got=$(jval "$JSON" usageCoreNanoSeconds)
+		say "$name cpu: usageCoreNanoSeconds $got; cpu.stat usage_usec*1000 $BRACKET; usageNanoCores $(jval "$JSON" usageNanoCores) (cpu.max $(cgfile "$cg" cpu.max))"
+		[ -n "$got" ] && [ "$got" -ge "$LO" ] && [ "$got" -le "$HI" ] || bad="$bad $name: usageCoreNanoSeconds ${got:-none} not in [$LO, $HI];"
+		wsg=$(jval "$JSON" workingSetBytes)
+		say "$name memory: workingSetBytes $wsg; memory.current - inactive_file $wsf (diff $((${wsg:-0} - wsf))); usageBytes $(jval "$JSON" usageBytes) vs memory.current $(cgfile "$cg" memory.current); rssBytes $(jval "$JSON" rssBytes) vs anon $(kv "/sys/fs/cgroup$cg/memory.stat" anon)"
+		[ -n "$wsg" ] && within "$wsg" "$wsf" $((4 << 20)) || bad="$bad $name: workingSetBytes ${wsg:-none} vs $wsf;"
+		local swg swf
+		swg=$(jval "$JSON" swapUsageBytes) swf=$(cgfile "$cg" memory.swap.current)
+		say "$name swap: swapUsageBytes ${swg:-not reported}; memory.swap.current $swf"
+		[ -n "$swg" ] && within "$swg" "$swf" $((4 << 20)) || bad="$bad $name: swapUsageBytes ${swg:-none} vs $swf;"
+		case "$(printf '%s' "$JSON" | tr -d ' \n')" in
+		*'"io":{'*) say "$name io: $(printf '%s' "$JSON" | tr -d ' \n' | grep -o '"io":{.*' | head -c 300); io.pressure: $(tr '\n' ' ' <"/sys/fs/cgroup$cg/io.pressure" 2>&1)" ;;
+		*) say "$name io: not reported (the CRI's IoUsage carries PSI only); io.pressure: $(head -n1 "/sys/fs/cgroup$cg/io.pressure" 2>&1)" ;;
+		esac
+	done
+	# Pod stats: the sums of the sandbox's and the containers' cgroups.
+	sum_usage() { echo $(($(usage_ns "$cg_s") + $(usage_ns "$cg_b") + $(usage_ns "$cg_h"))); }
+	measure sum_usage crictl statsp -o json "$pod"
+	wsf=$(($(ws_file "$cg_s") + $(ws_file "$cg_b") + $(ws_file "$cg_h")))
+	got=$(jval "$JSON" usageCoreNanoSeconds) wsg=$(jval "$JSON" workingSetBytes)
+	say "pod cpu: usageCoreNanoSeconds $got; sum of usage_usec*1000 $BRACKET"
+	say "pod memory: workingSetBytes $wsg; sum of memory.current - inactive_file $wsf (diff $((${wsg:-0} - wsf)))"
+	[ -n "$got" ] && [ "$got" -ge "$LO" ] && [ "$got" -le "$HI" ] || bad="$bad pod: usageCoreNanoSeconds ${got:-none} not in [$LO, $HI];"
+	[ -n "$wsg" ] && within "$wsg" "$wsf" $((6 << 20)) || bad="$bad pod: workingSetBytes ${wsg:-none} vs $wsf;"
+	[ -z "$bad" ] || fail "stats differ from the cgroup files:$bad"
+}
+
+# 6. AppArmor: the runtime default, a loaded localhost profile, an unloaded one.
+check_apparmor() {
+	local pod c1 c2 c3 got out
+	if [ "$(cat /sys/module/apparmor/parameters/enabled 2>/dev/null)" != Y ]; then
+		say "AppArmor is not enabled in this kernel"
+		exit 3
+	fi
+	cat >"$W/crid-test.aa" <<'EOF'
+abi <abi/3.0>,
+profile crid-test flags=(attach_disconnected,mediate_deleted) {
+  file,
+  network,
+  capability,
+  signal,
+  ptrace,
+  mount,
+  umount,
+  pivot_root,
+  unix,
+}
+EOF
+	out=$(apparmor_parser -r "$W/crid-test.aa" 2>&1) || fail "apparmor_parser -r: $out"
+	grep -q '^crid-test ' /sys/kernel/security/apparmor/profiles || fail "crid-test not in /sys/kernel/security/apparmor/profiles"
+	mkpod aa 0c3d2b1a-0000-4000-8000-0000000000a6
+	mkctr aa default '["sleep", "3600"]' '{"security_context": {"apparmor": {"profile_type": 0}}}'
+	mkctr aa local '["sleep", "3600"]' '{"security_context": {"apparmor": {"profile_type": 2, "localhost_ref": "crid-test"}}}'
+	mkctr aa absent '["sleep", "3600"]' '{"security_context": {"apparmor": {"profile_type": 2, "localhost_ref": "crid-absent"}}}'
+	pod=$(runp aa)
+	c1=$(run_ctr "$pod" aa default)
+	got=$(cat "/proc/$(pid_of "$c1")/attr/current")
+	say "RuntimeDefault: attr/current \"$got\" (docker SecurityOpt $(docker inspect -f '{{.HostConfig.SecurityOpt}} AppArmorProfile={{.AppArmorProfile}}' "$c1"))"
+	[ "$got" = "docker-default (enforce)" ] || fail "RuntimeDefault: attr/current '$got', want 'docker-default (enforce)'"
+	c2=$(run_ctr "$pod" aa local)
+	got=$(cat "/proc/$(pid_of "$c2")/attr/current")
+	say "Localhost crid-test: attr/current \"$got\""
+	[ "$got" = "crid-test (enforce)" ] || fail "Localhost crid-test: attr/current '$got', want 'crid-test (enforce)'"
+	if c3=$(crictl create "$pod" "$W/aa.absent.json" "$W/aa.pod.json" 2>"$W/err"); then
+		say "Localhost crid-absent (not loaded): crictl create succeeded (${c3:0:12})"
+		if crictl start "$c3" >/dev/null 2>"$W/err"; then
+			fail "Localhost crid-absent (not loaded): the container started: attr/current '$(cat "/proc/$(pid_of "$c3")/attr/current" 2>&1)'"
+		fi
+		say "Localhost crid-absent (not loaded): crictl start failed: $(cat "$W/err")"
+	else
+		say "Localhost crid-absent (not loaded): crictl create failed: $(cat "$W/err")"
+	fi
+}
+
+# 7. A standalone kubelet v1.37.2 with its defaults and a static pod.
+check_kubelet() {
+	if [ ! -x "$VM_IN/kubelet" ]; then
+		say "no kubelet binary given"
+		exit 3
+	fi
+	if [ "$(since "$T_START" | cut -d. -f1)" -ge "$KUBELET_BUDGET" ]; then
+		say "skipped: $(since "$T_START")s since the start, over NODE_KUBELET_BUDGET=${KUBELET_BUDGET}s"
+		exit 3
+	fi
+	[ -x /usr/local/bin/kubelet ] || install -m 0755 "$VM_IN/kubelet" /usr/local/bin/kubelet
+	mkdir -p /etc/kubernetes/manifests /var/lib/kubelet
+	# Only what standalone needs: no cgroupDriver (taken from our RuntimeConfig), failCgroupV1
+	# and memorySwap at their defaults; failSwapOn: false because this node has swap (what
+	# users with swap must set).
+	cat >/etc/kubernetes/kubelet.yaml <<'EOF'
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+staticPodPath: /etc/kubernetes/manifests
+authentication:
+  anonymous:
+    enabled: true
+  webhook:
+    enabled: false
+authorization:
+  mode: AlwaysAllow
+failSwapOn: false
+EOF
+	local t0=$SECONDS since_ts
+	since_ts=$(date +%s)
+	systemctl reset-failed crid-kubelet.service >/dev/null 2>&1 || true
+	systemd-run --quiet --unit=crid-kubelet --property=Restart=no /usr/local/bin/kubelet \
+		--config=/etc/kubernetes/kubelet.yaml --container-runtime-endpoint=$sock ||
+		fail "systemd-run kubelet"
+	klog() { journalctl -u crid-kubelet.service --since "@$since_ts" --no-pager -o cat 2>&1; }
+	kfail() {
+		klog | grep -v '^I' | tail -15 | sed 's/^/node:   kubelet: /'
+		systemctl stop crid-kubelet.service >/dev/null 2>&1 || true
+		rm -f /etc/kubernetes/manifests/static.yaml
+		fail "$@"
+	}
+	cat >/etc/kubernetes/manifests/static.yaml <<EOF
+apiVersion: v1
+kind: Pod
+metadata:
+  name: static
+  namespace: default
+spec:
+  hostNetwork: true
+  terminationGracePeriodSeconds: 5
+  containers:
+  - name: app
+    image: $BUSYBOX
+    imagePullPolicy: Never
+    command: ["sh", "-c", "trap 'exit 0' TERM; touch /tmp/ok; echo hello from the static pod; while :; do sleep 1; done"]
+    readinessProbe:
+      exec:
+        command: ["sh", "-c", "cat /tmp/ok && echo ready >>/tmp/probed"]
+      periodSeconds: 2
+    livenessProbe:
+      exec:
+        command: ["cat", "/tmp/ok"]
+      periodSeconds: 3
+EOF
+	local ctr=
+	app_running() { ctr=$(crictl ps -q --name '^app$' --label io.kubernetes.pod.name=static-crid-vm --state running 2>/dev/null) && [ -n "$ctr" ]; }
+	# Until it runs, or the kubelet has failed to create its sandbox twice (then say why).
+	sandbox_failing() { [ "$(klog | grep -c 'Failed to create sandbox for pod')" -ge 2 ]; }
+	wait_for 240 eval 'app_running || sandbox_failing' || kfail "the static pod's container is not running within 240 s of the kubelet's start: $(crictl ps -a 2>&1 | tail -3 | tr '\n' ' ')"
+	app_running || kfail "the kubelet cannot create the static pod's sandbox ($((SECONDS - t0))s after its start): $(klog | grep -o 'Failed to create sandbox for pod.*' | head -n1 | cut -c1-600)"
+	ctr=$(crictl ps -q --name '^app$' --label io.kubernetes.pod.name=static-crid-vm --state running)
+	say "static pod's container ${ctr:0:12} running $((SECONDS - t0))s after the kubelet's start"
+	say "kubelet: $(klog | grep -o 'Using cgroup driver setting received from the CRI runtime.*' | head -n1)"
+	klog | grep -q "Using cgroup driver setting received from the CRI runtime\" cgroupDriver=\"$DRIVER\"" ||
+		kfail "the kubelet log does not say it took cgroup driver $DRIVER from the CRI"
+	probed() { [ "$(crictl exec -s "$ctr" cat /tmp/probed 2>/dev/null | wc -l)" -ge 3 ]; }
+	wait_for 90 probed || kfail "fewer than 3 successful readiness probes within 90 s: $(crictl exec -s "$ctr" cat /tmp/probed 2>&1 | wc -l)"
+	local attempt fails cg logs
+	attempt=$(crictl inspect -o go-template --template '{{.status.metadata.attempt}}' "$ctr")
+	fails=$(klog | grep -c 'Probe failed' || true)
+	say "probes: $(crictl exec -s "$ctr" cat /tmp/probed | wc -l) successful readiness probes; restart attempt $attempt; 'Probe failed' in the kubelet log: $fails"
+	[ "$attempt" = 0 ] || kfail "the container was restarted (attempt $attempt)"
+	logs=$(crictl logs "$ctr" 2>&1)
+	say "crictl logs: $logs"
+	[ "$logs" = "hello from the static pod" ] || kfail "crictl logs: '$logs'"
+	cg=$(cg_of "$ctr")
+	say "container cgroup $cg: memory.oom.group=$(cgfile "$cg" memory.oom.group) memory.swap.max=$(cgfile "$cg" memory.swap.max) memory.max=$(cgfile "$cg" memory.max) memory.high=$(cgfile "$cg" memory.high)"
+	local bad=
+	case "$cg" in /kubepods*) ;; *) bad="$bad cgroup $cg is not under the kubelet's /kubepods;" ;; esac
+	[ "$(cgfile "$cg" memory.oom.group)" = 1 ] || bad="$bad memory.oom.group $(cgfile "$cg" memory.oom.group), want 1;"
+	[ "$(cgfile "$cg" memory.swap.max)" = 0 ] || bad="$bad memory.swap.max $(cgfile "$cg" memory.swap.max), want 0;"
+	# Removal: the kubelet stops the pod; its container GC (every minute) removes the containers.
+	local t1=$SECONDS
+	rm -f /etc/kubernetes/manifests/static.yaml
+	gone() { [ -z "$(crictl pods -q --label io.kubernetes.pod.name=static-crid-vm 2>/dev/null)" ] && [ -z "$(docker ps -aq --filter name=k8s_)" ]; }
+	wait_for 180 gone || kfail "180 s after the manifest's removal: pods $(crictl pods --label io.kubernetes.pod.name=static-crid-vm 2>&1 | tail -n +2 | tr '\n' ' '); docker: $(docker ps -a --filter name=k8s_ --format '{{.Names}} {{.Status}}' | tr '\n' ' ')"
+	say "manifest removed: pod gone and no k8s_ containers left after $((SECONDS - t1))s"
+	systemctl stop crid-kubelet.service
+	say "kubelet's warnings and errors: $(klog | grep -c '^[EW]') lines; first: $(klog | grep '^[EW]' | head -n3 | cut -c1-220 | tr '\n' '|')"
+	[ -z "$bad" ] || fail "the kubelet's container:$bad"
+}
+
+# ---- main ----
+
+say "script started at uptime $(uptime_s)s"
+phase swap setup_swap
+phase docker setup_docker
+phase cri-dockerd setup_crid
+for DRIVER in $DRIVERS; do
+	case $DRIVER in
+	systemd) WANT_RC=SYSTEMD ;;
+	cgroupfs) WANT_RC=CGROUPFS ;;
+	*) fail "unknown driver $DRIVER" ;;
+	esac
+	docker_driver_is "$DRIVER" || phase switch switch_driver "$DRIVER"
+	run_check runtime-config check_runtime_config
+	run_check cgroup-parent check_cgroup_parent
+	run_check unified check_unified
+	run_check oom check_oom
+	run_check stats check_stats
+	run_check apparmor check_apparmor
+	case " $KUBELET_DRIVERS " in
+	*" $DRIVER "*) run_check kubelet check_kubelet ;;
+	*) RESULTS+=("$(printf '%-9s %-18s %-4s' "$DRIVER" kubelet SKIP)") && say "[$DRIVER] kubelet: SKIP (not in NODE_KUBELET_DRIVERS)" ;;
+	esac
+done
+
+say "=== summary (uptime $(uptime_s)s, script $(since "$T_START")s)"
+for r in "${TIMES[@]}"; do say "time    $r"; done
+for r in "${RESULTS[@]}"; do say "check   $r"; done
+if [ "$FAILED" -gt 0 ]; then
+	say "FAIL: $FAILED check(s) failed"
+	exit 1
+fi
+say PASS
