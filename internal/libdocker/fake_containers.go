@@ -281,7 +281,8 @@ func (f *Fake) StartContainer(ctx context.Context, id string) error {
 	}
 	// runc's systemd driver expands a slice name by its dashes and refuses a path.
 	if p := c.resp.HostConfig.CgroupParent; f.cgroupDriver == "systemd" && strings.Contains(p, "/") {
-		msg := fmt.Sprintf("failed to create task for container: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: unable to apply cgroup configuration: invalid slice name: %s: unknown", p)
+		// As Debian 12's Docker 20.10 and runc 1.1.5 answer it (seen in the VM test bed).
+		msg := fmt.Sprintf("failed to create shim task: OCI runtime create failed: runc create failed: invalid slice name: %s: unknown", p)
 		st.Error, st.ExitCode, st.Pid = msg, 128, 0
 		return classify(dErr(cerrdefs.ErrUnknown, "%s", msg))
 	}
