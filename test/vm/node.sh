@@ -9,7 +9,8 @@
 # no `make release` per iteration), crictl (test/critest/build-tools.sh's cache), the kubelet
 # (test/e2e/build-k8s.sh's cache; NODE_KUBELET=0 runs without it) and the test images of
 # `make setup` in the host's Docker. Options go to run.sh (e.g. --timeout 900, --console,
-# --out DIR); NODE_DRIVERS, NODE_KUBELET_DRIVERS and NODE_KUBELET_BUDGET reach the guest script.
+# --out DIR); NODE_DRIVERS, NODE_CHECKS, NODE_KUBELET_DRIVERS and
+# NODE_KUBELET_ARGS reach the guest script (guest/node.sh says what they do).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -31,7 +32,7 @@ cp "$bin" "$tools/crictl" "$root/packaging/systemd/cri-docker.service" "$root/pa
 docker save -o "$in/pause.tar" registry.k8s.io/pause:3.10
 docker save -o "$in/busybox.tar" cri-dockerd-test/busybox:latest
 envs=()
-for v in NODE_DRIVERS NODE_KUBELET_DRIVERS NODE_KUBELET_BUDGET; do
+for v in NODE_DRIVERS NODE_CHECKS NODE_KUBELET_DRIVERS NODE_KUBELET_ARGS; do
 	[ -z "${!v+x}" ] || envs+=(--env "$v=${!v}")
 done
 echo "node.sh: $("$bin" --version 2>&1 | head -n1) in $(basename "$img"); inputs ready in $((SECONDS - t0))s" >&2
