@@ -81,13 +81,17 @@ state_of() { crictl inspect -o go-template --template '{{.status.state}}' "$1" 2
 is_state() { [ "$(state_of "$1")" = "$2" ]; }
 # Containers first with crictl rm -f (StopContainer with timeout 0): a `sleep` as a container's
 # PID 1 ignores SIGTERM, and StopPodSandbox would give each its 10 s grace.
-# A kubelet left running would kill the next checks' pods (it removes pods it does not know).
-cleanup_pods() {
+# A kubelet left running (a failed kubelet check) would kill the next checks' pods: it removes
+# the pods it does not know.
+stop_kubelet() {
 	if systemctl is-active --quiet crid-kubelet.service; then
 		rm -f /etc/kubernetes/manifests/static.yaml
 		systemctl stop crid-kubelet.service
 		say "cleanup: stopped the kubelet"
 	fi
+}
+cleanup_pods() {
+	stop_kubelet
 	crictl rm -fa >/dev/null 2>&1 || true
 	crictl rmp -fa >/dev/null 2>&1 || true
 	rm -f "$W/pod.cur"
@@ -169,6 +173,7 @@ run_check() {
 		"$@"
 	)
 	rc=$?
+	[ "$name" != kubelet ] || cleanup_pods
 	if [ -s "$W/ctrs.$CK" ]; then
 		# shellcheck disable=SC2046 # container ids
 		crictl rm -f $(cat "$W/ctrs.$CK") >/dev/null 2>&1 || true
