@@ -52,24 +52,39 @@ fi
 start=$SECONDS
 part="$out.partial"
 src=$(mktemp -d "${TMPDIR:-/tmp}/cri-dockerd-old-deb.XXXXXX")
-# A failed or interrupted build leaves neither half an entry nor the worktree behind (a
-# SIGKILLed one leaves the directory; `git worktree prune` below forgets it on the next build).
+# A failed or interrupted build leaves neither half an entry, nor the worktree, nor the build
+# running (it has its own process group, stopped first). A SIGKILLed run leaves the directory
+# in /tmp; `git worktree prune` below forgets its worktree on the next build.
+build=
 cleanup() {
+	if [ -n "$build" ] && kill -0 "$build" 2>/dev/null; then
+		kill -TERM -- "-$build" 2>/dev/null || true
+		wait "$build" 2>/dev/null || true
+	fi
 	git -C "$root" worktree remove --force "$src/tree" >/dev/null 2>&1 || true
 	rm -rf "$src" "$part"
 	git -C "$root" worktree prune >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
 git -C "$root" worktree prune >/dev/null 2>&1 || true
 rm -rf "$part"
 mkdir -p "$part"
 echo "old-deb.sh: building the .deb of ${commit:0:7} (git worktree in $src/tree)" >&2
 git -C "$root" worktree add --detach -q "$src/tree" "$commit"
-if ! (cd "$src/tree" && nice -n 19 make release RELEASE_ARCHES=amd64 ${GO:+GO="$GO"}) >"$part/build.log" 2>&1; then
+# setsid: the build is a process group of its own (the background subshell is no group leader,
+# so setsid does not fork and $! is the group), which cleanup stops whole.
+(cd "$src/tree" && exec setsid nice -n 19 make release RELEASE_ARCHES=amd64 ${GO:+GO="$GO"}) >"$part/build.log" 2>&1 &
+build=$!
+if ! wait "$build"; then
+	build=
 	tail -n 30 "$part/build.log" >&2
 	echo "old-deb.sh: make release of ${commit:0:7} failed" >&2
 	exit 1
 fi
+build=
 deb=$(find "$src/tree/dist" -maxdepth 1 -name 'cri-dockerd_*_amd64.deb' | head -n1)
 [ -n "$deb" ] || {
 	echo "old-deb.sh: make release of ${commit:0:7} made no amd64 .deb" >&2
