@@ -36,9 +36,10 @@ cat >"$in/pod.json" <<'JSON'
  "linux": {"security_context": {"namespace_options": {"network": 2}}},
  "log_directory": "/var/log/pods/vm-pod"}
 JSON
+# The container ends on SIGTERM (a shell's PID 1 ignores it otherwise): its stop takes no 10 s.
 cat >"$in/container.json" <<'JSON'
 {"metadata": {"name": "app"}, "image": {"image": "cri-dockerd-test/busybox:latest"},
- "command": ["sleep", "3600"], "log_path": "app.log"}
+ "command": ["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"], "log_path": "app.log"}
 JSON
 echo "systemd.sh: $(basename "$old") upgraded to $(basename "$deb") in $(basename "$img")" >&2
 "$here/run.sh" "$@" "$here/guest/systemd.sh" "$in"/*

@@ -13,10 +13,11 @@ fail() {
 	journalctl -u cri-docker.service --no-pager 2>&1 | tail -40 || true
 	exit 1
 }
-step() { echo "systemd: $*"; }
-# phase NAME: ends the phase NAME, prints its time and keeps it for the summary.
+# step: a result, with the seconds since its phase began.
 timings=()
 phase_start=$SECONDS
+step() { echo "systemd: [+$((SECONDS - phase_start))s] $*"; }
+# phase NAME: ends the phase NAME, prints its time and keeps it for the summary.
 phase() {
 	local took=$((SECONDS - phase_start))
 	timings+=("$1 ${took}s")
@@ -39,8 +40,9 @@ apt_install() {
 		fail "apt-get install $*"
 	}
 }
-sock=unix:///var/run/cri-dockerd.sock
-crictl() { "$VM_IN/crictl" --runtime-endpoint "$sock" --timeout 20s "$@"; }
+# crictl's endpoints in its config, which it otherwise warns it looks for on every call.
+printf 'runtime-endpoint: unix:///var/run/cri-dockerd.sock\nimage-endpoint: unix:///var/run/cri-dockerd.sock\ntimeout: 20\n' >/etc/crictl.yaml
+crictl() { "$VM_IN/crictl" "$@"; }
 # condition TYPE: crictl info's condition TYPE as one line without spaces (its fields in any order).
 condition() { crictl info 2>/dev/null | tr -d ' \n' | grep -o "{[^{}]*\"$1\"[^{}]*}"; }
 # runtime_ready: the RuntimeReady condition of crictl info is true.
@@ -125,6 +127,12 @@ step "RuntimeConfig: ${driver:-none reported}"
 case "$driver" in *SYSTEMD*) ;; *) fail "RuntimeConfig does not say systemd: '$driver'" ;; esac
 same_pod "after the service stopped and was socket-activated again"
 step "the pod and its container kept running across the stop and the activation, listed the same"
+# The new version stops and removes the pod the old one made.
+crictl stopp "$pod" >/dev/null || fail "crictl stopp of the old version's pod"
+crictl rmp "$pod" >/dev/null || fail "crictl rmp of the old version's pod"
+[ -z "$(crictl pods -q)" ] || fail "pods left after rmp: $(crictl pods -q)"
+[ -z "$(docker ps -aq)" ] || fail "containers left after rmp: $(docker ps -a)"
+step "the old version's pod stopped and removed"
 phase socket-activation
 
 # Docker down when our unit starts: the unit stays up, not ready, and is ready once Docker is.
@@ -149,8 +157,6 @@ step "cri-docker.service active with Docker down; crictl version: RuntimeVersion
 systemctl start docker.service || fail "systemctl start docker"
 wait_for 180 runtime_ready || fail "not ready within 180 s of Docker's start"
 step "Docker started: RuntimeReady, without restarting our unit ($(systemctl show -p NRestarts --value cri-docker.service) restarts)"
-crictl stopp "$pod" >/dev/null || fail "crictl stopp"
-crictl rmp "$pod" >/dev/null || fail "crictl rmp"
 phase docker-down
 
 apt_install --reinstall "$new_deb"
