@@ -11,6 +11,11 @@ root=$(cd "$here/../.." && pwd)
 
 deb=$(find "$root/dist" -maxdepth 1 -name 'cri-dockerd_*_amd64.deb' 2>/dev/null | sort | tail -n1)
 [ -n "$deb" ] || { echo "systemd.sh: no dist/cri-dockerd_*_amd64.deb; run make release" >&2; exit 1; }
+in=$(mktemp -d /tmp/cri-dockerd-vm-in.XXXXXX)
+trap 'rm -rf "$in"' EXIT
+# Copied first: beside make test's later steps (test/vm/all.sh), dist/ may be rebuilt meanwhile.
+cp "$deb" "$in/"
+deb=$in/$(basename "$deb")
 old=$("$here/old-deb.sh")
 # The upgrade must be one for dpkg: ours sorts above the old one (0.5.0~dev.N.gHASH, N counting
 # the commits).
@@ -23,9 +28,7 @@ dpkg --compare-versions "$new_v" gt "$old_v" || {
 tools=$("$root/test/critest/build-tools.sh" | tail -n1)
 img=$("$here/image.sh")
 
-in=$(mktemp -d /tmp/cri-dockerd-vm-in.XXXXXX)
-trap 'rm -rf "$in"' EXIT
-cp "$deb" "$tools/crictl" "$in/"
+cp "$tools/crictl" "$in/"
 mkdir "$in/old"
 cp "$old" "$in/old/"
 docker save -o "$in/pause.tar" registry.k8s.io/pause:3.10
