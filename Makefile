@@ -21,7 +21,7 @@ SYSTEMD_DIR ?= /etc/systemd/system
 .PHONY: help build run install clean \
 	test prebuild lint unit fuzz setup integration \
 	critest critest-gvisor critest-gvisor-docker29 setup-docker29 integration-docker29 critest-docker29 stop-docker29 \
-	e2e-kubelet e2e-node e2e-node-fast vm vm-tools vm-systemd \
+	e2e-kubelet e2e-node e2e-node-fast vm vm-tools vm-systemd vm-node vm-critest vm-critest-groups vm-start vm-wait vm-stop \
 	bench bench-density mutation \
 	release release-test
 
@@ -53,7 +53,7 @@ clean: ## remove bin/
 
 ##@ Tests
 
-test: prebuild lint unit setup integration critest critest-gvisor setup-docker29 integration-docker29 critest-docker29 e2e-kubelet e2e-node-fast release-test fuzz ## every test, in this order (what CI runs)
+test: prebuild lint unit setup vm-start integration critest critest-gvisor setup-docker29 integration-docker29 critest-docker29 e2e-kubelet e2e-node-fast release-test fuzz vm-wait ## every test, in this order (what CI runs)
 
 # The long cached builds of later steps (Docker 29, Kubernetes, the node e2e suite), started in
 # the background at once (hack/prebuild.sh); those steps wait for them.
@@ -162,6 +162,31 @@ vm: vm-tools ## boot the cgroup v2 + systemd guest and run its smoke test (not i
 
 vm-systemd: release setup vm-tools ## our .deb under systemd in the VM: upgrade from an older .deb with a pod running, socket activation, Docker late, purge
 	test/vm/systemd.sh --timeout 900
+
+# make test's VM part (test/vm/all.sh: systemd, node, critest groups) runs beside the host's
+# tests, at nice 19: vm-start starts it once its inputs are built, vm-wait collects it at the end
+# (test/vm/background.sh).
+vm-start: build release setup vm-tools ## start the VM checks of make test in the background
+	test/vm/background.sh start
+
+vm-wait: ## wait for the VM checks vm-start started, print their log, fail if they failed
+	test/vm/background.sh wait
+
+vm-stop: ## stop the VM checks vm-start started
+	test/vm/background.sh stop
+
+# critest in the VM (test/vm/critest.sh), with test/vm/critest-expected-failures.txt. The guest
+# serves the critest stand-in images itself (make critest builds them).
+vm-critest: build setup vm-tools ## the whole CRI validation suite in the VM (cgroup v2, systemd driver)
+	test/vm/critest.sh --timeout 5400
+
+# make test's sample of critest's resource, stats, security-context and mount groups (each spec
+# takes 20-40 s in the guest); VM_CRITEST_GROUPS='Security Context|Container Mount|Container
+# OOM|stats' runs the four groups whole (about 50 specs).
+VM_CRITEST_GROUPS ?= Container OOM|listing stats|Privileged is true|Container Mount Propagation
+export VM_CRITEST_GROUPS
+vm-critest-groups: build setup vm-tools ## make test's sample of critest's OOM, stats, privileged and mount specs in the VM
+	test/vm/critest.sh --focus '$(VM_CRITEST_GROUPS)' --timeout 5400
 
 ##@ Benchmarks (docs/benchmarks.md)
 

@@ -48,6 +48,7 @@ var leaves = []string{
 	"internal/runtimecgroups",
 	"internal/standby",
 	"internal/stats/runscstats",
+	"internal/unifiedcgroup",
 	"internal/supervise",
 	"internal/version",
 }

@@ -163,8 +163,18 @@ func (s *Service) containerDockerConfig(ctx context.Context, sandboxID string, r
 	if err := s.applyNamespaces(ctx, hostCfg, sandboxID, sandboxNS, cfg.GetLinux().GetSecurityContext().GetNamespaceOptions()); err != nil {
 		return nil, nil, err
 	}
-	hostCfg.CgroupParent = sandboxCfg.GetLinux().GetCgroupParent()
-	s.applyResources(hostCfg, cfg.GetLinux().GetResources())
+	parent, err := s.dockerCgroupParent(ctx, sandboxCfg.GetLinux().GetCgroupParent())
+	if err != nil {
+		return nil, nil, err
+	}
+	hostCfg.CgroupParent = parent
+	files, err := s.applyResources(hostCfg, cfg.GetLinux().GetResources())
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := s.labelCgroupV2(labels, files); err != nil {
+		return nil, nil, err
+	}
 	if err := s.applyDevices(hostCfg, cfg.Devices, cfg.CDIDevices); err != nil {
 		return nil, nil, err
 	}

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -11,6 +12,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/unifiedcgroup"
 )
 
 // OCI annotations that tell VM-based runtimes (Kata, gVisor) what a container is, with the
@@ -32,24 +35,34 @@ const (
 	annotationSandboxTypeValue   = "sandbox"
 )
 
-// applyResources maps a container's Linux resources onto Docker's at create time.
-func (s *Service) applyResources(hc *container.HostConfig, r *runtimeapi.LinuxContainerResources) {
+// applyResources maps a container's Linux resources onto Docker's at create time. What Docker
+// has no setting for comes back as cgroup v2 files to write once the container runs (see
+// startCgroupV2Label); the kernel's defaults are left out, since a new cgroup has them.
+func (s *Service) applyResources(hc *container.HostConfig, r *runtimeapi.LinuxContainerResources) ([]unifiedcgroup.Setting, error) {
 	if r == nil {
-		return
+		return nil, nil
 	}
-	res := s.dockerResources(r)
+	res, files, err := s.dockerResources(r, true)
+	if err != nil {
+		return nil, err
+	}
 	hc.CPUPeriod, hc.CPUQuota, hc.CPUShares = res.CPUPeriod, res.CPUQuota, res.CPUShares
 	hc.Memory, hc.MemorySwap, hc.MemoryReservation = res.Memory, res.MemorySwap, res.MemoryReservation
 	hc.CpusetCpus, hc.CpusetMems, hc.PidsLimit = res.CpusetCpus, res.CpusetMems, res.PidsLimit
 	hc.OomScoreAdj = s.oomScoreAdj(r.OomScoreAdj)
+	return files, nil
 }
 
-// dockerResources converts CRI resources into Docker's. Docker has no per-container hugetlb
-// limit (the kubelet's pod cgroup enforces it) and knows only some cgroup v2 keys of the
-// unified map: memory.max, memory.low, memory.swap.max and pids.max are honoured, memory.high
-// "max" and memory.oom.group "0" are the kernel's defaults; what it cannot take is logged once
-// per kind, since the kubelet sends some of it for every container (docs/cgroups.md).
-func (s *Service) dockerResources(r *runtimeapi.LinuxContainerResources) container.Resources {
+// dockerResources converts CRI resources into Docker's, and the unified map's files that
+// Docker cannot take into cgroup v2 settings to write into the container's cgroup.
+//
+// Docker has no per-container hugetlb limit (the kubelet's pod cgroup enforces it). Of the
+// unified map it takes memory.max, memory.low, pids.max and, with a memory limit,
+// memory.swap.max; everything else (the kubelet's memory.oom.group, MemoryQoS's memory.high and
+// memory.min, memory.swap.max without a memory limit, any other controller file) is written
+// into the cgroup, as runc does with the map. atCreate leaves out the kernel's defaults
+// (memory.high "max", memory.oom.group "0", memory.swap.max "max"), which a new cgroup has.
+func (s *Service) dockerResources(r *runtimeapi.LinuxContainerResources, atCreate bool) (container.Resources, []unifiedcgroup.Setting, error) {
 	res := container.Resources{
 		CPUPeriod:  r.CpuPeriod,
 		CPUQuota:   r.CpuQuota,
@@ -71,8 +84,13 @@ func (s *Service) dockerResources(r *runtimeapi.LinuxContainerResources) contain
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
+	var files []unifiedcgroup.Setting
+	write := func(k, v string) { files = append(files, unifiedcgroup.Setting{File: k, Value: v}) }
 	for _, k := range keys {
 		v := strings.TrimSpace(r.Unified[k])
+		if err := unifiedcgroup.Check(k, v); err != nil {
+			return res, nil, invalidf("linux resources: unified: %v", err)
+		}
 		number := func() (int64, bool) {
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil || n < 0 {
@@ -95,7 +113,8 @@ func (s *Service) dockerResources(r *runtimeapi.LinuxContainerResources) contain
 		case "memory.swap.max":
 			switch {
 			case res.Memory == 0:
-				s.warnOnce("unified:"+k, "cgroup v2 %s=%s ignored: Docker limits swap only together with a memory limit", k, v)
+				// Docker limits swap only together with memory (MemorySwap is memory+swap).
+				write(k, v)
 			case v == "max":
 				res.MemorySwap = -1
 			default:
@@ -114,23 +133,29 @@ func (s *Service) dockerResources(r *runtimeapi.LinuxContainerResources) contain
 			}
 			res.PidsLimit = &n
 		case "memory.high":
-			// The kubelet sends memory.high=max to every container on cgroup v2 unless
-			// MemoryQoS is on: the kernel's default, which Docker's containers have.
-			if v != "max" {
-				s.warnOnce("unified:"+k, "cgroup v2 %s=%s ignored: Docker cannot throttle memory below the limit (the kubelet's MemoryQoS)", k, v)
-			}
+			write(k, v)
 		case "memory.oom.group":
-			// The kubelet sends memory.oom.group=1 on cgroup v2 unless singleProcessOOMKill is
-			// set; 0 is the kernel's default.
-			if v != "0" {
-				s.warnOnce("unified:"+k, "cgroup v2 %s=%s ignored: Docker has no setting for it; on an OOM the kernel kills the one process it picks, not the whole container (as with the kubelet's singleProcessOOMKill: true)", k, v)
-			}
+			write(k, v)
 		default:
-			s.warnOnce("unified:"+k, "cgroup v2 setting %s=%s ignored: Docker has no setting for it", k, v)
+			write(k, v)
 		}
 	}
 	carrySwap(&res)
-	return res
+	if atCreate {
+		files = withoutKernelDefaults(files)
+	}
+	return res, files, nil
+}
+
+// kernelDefaults are the values a new cgroup v2 has, which the kubelet sends to every
+// container: memory.high "max" (MemoryQoS off), memory.oom.group "0" (singleProcessOOMKill).
+var kernelDefaults = map[string]string{"memory.high": "max", "memory.oom.group": "0", "memory.swap.max": "max"}
+
+func withoutKernelDefaults(files []unifiedcgroup.Setting) []unifiedcgroup.Setting {
+	return slices.DeleteFunc(files, func(f unifiedcgroup.Setting) bool {
+		d, ok := kernelDefaults[f.File]
+		return ok && f.Value == d
+	})
 }
 
 // carrySwap gives a memory limit that comes without a swap limit the swap limit "no swap":

@@ -84,8 +84,15 @@ func (s *Service) applySecurityContext(ctx context.Context, cc *container.Config
 	if apparmor != "" && apparmor != "apparmor="+profileUnconfined {
 		// A named profile on a node without AppArmor would leave the container unconfined
 		// without a word: Docker ignores the option there.
-		if enabled, known := s.apparmorEnabled(ctx); known && !enabled {
-			return status.Errorf(codes.FailedPrecondition, "AppArmor profile %q requested, but AppArmor is not enabled on this node (Docker reports no apparmor security option)", strings.TrimPrefix(apparmor, "apparmor="))
+		name := strings.TrimPrefix(apparmor, "apparmor=")
+		enabled, known := s.apparmorEnabled(ctx)
+		if known && !enabled {
+			return status.Errorf(codes.FailedPrecondition, "AppArmor profile %q requested, but AppArmor is not enabled on this node (Docker reports no apparmor security option)", name)
+		}
+		// runc would fail the start with "apparmor failed to apply profile: ... no such file
+		// or directory", which does not say that the profile is not loaded.
+		if loaded, listed := s.apparmorLoaded(name); enabled && listed && !loaded {
+			return status.Errorf(codes.FailedPrecondition, "AppArmor profile %q is not loaded on this node (%s does not list it): load it with apparmor_parser before the pod starts", name, s.apparmorProfiles())
 		}
 	}
 	if apparmor != "" {
@@ -297,6 +304,26 @@ func (s *Service) apparmorEnabled(ctx context.Context) (enabled, known bool) {
 	}
 	for _, opt := range info.SecurityOptions {
 		if opt == "apparmor" || strings.HasPrefix(opt, "name=apparmor") {
+			return true, true
+		}
+	}
+	return false, true
+}
+
+// apparmorProfiles is the kernel's list of loaded AppArmor profiles, one "NAME (MODE)" a line.
+func (s *Service) apparmorProfiles() string {
+	return filepath.Join(s.stats.Host().Sys(), "kernel", "security", "apparmor", "profiles")
+}
+
+// apparmorLoaded tells whether the kernel has profile name loaded; listed is false when its
+// list cannot be read (securityfs not mounted, or not root), and then nothing is known.
+func (s *Service) apparmorLoaded(name string) (loaded, listed bool) {
+	raw, err := os.ReadFile(s.apparmorProfiles())
+	if err != nil {
+		return false, false
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if i := strings.LastIndex(line, " ("); i > 0 && line[:i] == name {
 			return true, true
 		}
 	}

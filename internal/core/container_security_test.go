@@ -558,3 +558,38 @@ func TestSeccompProfileSizeLimit(t *testing.T) {
 		}
 	}
 }
+
+// A localhost profile the kernel has not loaded fails at create with a message that says so;
+// runc would fail the start with "apparmor failed to apply profile".
+func TestApparmorProfileNotLoaded(t *testing.T) {
+	fake := libdocker.NewFake()
+	fake.SetSecurityOptions("name=apparmor", "name=seccomp,profile=default")
+	s := newTestService(t, fake, Options{})
+	profiles := s.apparmorProfiles()
+	if err := os.MkdirAll(filepath.Dir(profiles), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(profiles, []byte("docker-default (enforce)\nmy-profile (complain)\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := createWith(t, s, fake, func(cfg *runtimeapi.ContainerConfig) {
+		securityCtx(cfg).Apparmor = &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: "my-profile"}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantOpts(t, c, "seccomp=unconfined", "apparmor=my-profile")
+	_, err = createWith(t, s, fake, func(cfg *runtimeapi.ContainerConfig) {
+		securityCtx(cfg).Apparmor = &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: "my-prof"}
+	})
+	wantCode(t, err, codes.FailedPrecondition)
+	if !strings.Contains(err.Error(), `"my-prof" is not loaded`) {
+		t.Errorf("error %v does not say the profile is not loaded", err)
+	}
+	// RuntimeDefault is Docker's docker-default, which Docker loads itself.
+	if _, err := createWith(t, s, fake, func(cfg *runtimeapi.ContainerConfig) {
+		securityCtx(cfg).Apparmor = &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}
+	}); err != nil {
+		t.Error(err)
+	}
+}

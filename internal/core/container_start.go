@@ -31,6 +31,9 @@ func (s *Service) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 	err = s.startContainer(ctx, c.ID, startgate.Container)
 	if err == nil {
 		s.followLog(c.ID, c.Config.Labels)
+		if err := s.startCgroupV2Label(ctx, c.ID, c.Config.Labels); err != nil {
+			return nil, err
+		}
 		return &runtimeapi.StartContainerResponse{}, nil
 	}
 	if serr := s.imageVolumes.SubPathStartError(c.ID, err); serr != nil {

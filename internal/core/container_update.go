@@ -31,7 +31,17 @@ func (s *Service) UpdateContainerResources(ctx context.Context, req *runtimeapi.
 	if r == nil {
 		return &runtimeapi.UpdateContainerResourcesResponse{}, nil
 	}
-	res := s.dockerResources(r) // memory comes with swap: see carrySwap
+	res, files, err := s.dockerResources(r, false) // memory comes with swap: see carrySwap
+	if err != nil {
+		return nil, err
+	}
+	if !s.cgroups().V2() {
+		// Nothing to write on cgroup v1, where the kernel's defaults are no-ops.
+		files = withoutKernelDefaults(files)
+	}
+	if len(files) > 0 && !s.cgroups().V2() {
+		return nil, status.Errorf(codes.FailedPrecondition, "linux resources: unified %s=%s is a cgroup v2 setting, and this node runs cgroup v1", files[0].File, files[0].Value)
+	}
 	warnings, err := s.docker.UpdateContainer(ctx, c.ID, container.UpdateConfig{Resources: res})
 	if err != nil {
 		if libdocker.IsNotFound(err) {
@@ -41,6 +51,11 @@ func (s *Service) UpdateContainerResources(ctx context.Context, req *runtimeapi.
 	}
 	for _, w := range warnings {
 		s.log.WithField("container", id).Warnf("resource update: Docker says: %s", w)
+	}
+	if len(files) > 0 {
+		if err := s.writeCgroupV2(ctx, c.ID, files); err != nil {
+			return nil, status.Errorf(codes.FailedPrecondition, "update resources of container %q: %v", id, err)
+		}
 	}
 	s.stats.ForgetMeta(c.ID)
 	return &runtimeapi.UpdateContainerResourcesResponse{}, nil

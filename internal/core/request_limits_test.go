@@ -69,7 +69,7 @@ func TestSizeSumsSaturate(t *testing.T) {
 	// A memory limit plus a huge memory.swap.max must not wrap to a negative (or "unlimited")
 	// memory+swap limit.
 	s := &Service{log: logrus.NewEntry(logrus.New())}
-	res := s.dockerResources(&runtimeapi.LinuxContainerResources{MemoryLimitInBytes: 1 << 30, Unified: map[string]string{"memory.swap.max": "9223372036854775807"}})
+	res, _, _ := s.dockerResources(&runtimeapi.LinuxContainerResources{MemoryLimitInBytes: 1 << 30, Unified: map[string]string{"memory.swap.max": "9223372036854775807"}}, true)
 	if res.MemorySwap != math.MaxInt64 {
 		t.Errorf("MemorySwap %d, want MaxInt64", res.MemorySwap)
 	}

@@ -35,7 +35,7 @@ func (s *Service) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 		return nil, dockerError(err, "pull pod infra image %q", s.opts.PodInfraImage)
 	}
 
-	containerCfg, hostCfg, err := s.sandboxDockerConfig(cfg, rt, att != nil)
+	containerCfg, hostCfg, err := s.sandboxDockerConfig(ctx, cfg, rt, att != nil)
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +101,7 @@ func validateSandboxConfig(cfg *runtimeapi.PodSandboxConfig) error {
 // sandboxDockerConfig is the Docker configuration of a pod's sandbox container. A sandbox that
 // the network plugin attaches (namespaced) gets an empty network namespace (NetworkMode none):
 // its port mappings are the plugin's; Docker still writes its hostname and resolv.conf.
-func (s *Service) sandboxDockerConfig(cfg *runtimeapi.PodSandboxConfig, rt podRuntime, namespaced bool) (*container.Config, *container.HostConfig, error) {
+func (s *Service) sandboxDockerConfig(ctx context.Context, cfg *runtimeapi.PodSandboxConfig, rt podRuntime, namespaced bool) (*container.Config, *container.HostConfig, error) {
 	labels := makeLabels(cfg.Labels, cfg.Annotations)
 	labels[containerTypeLabel] = containerTypeSandbox
 	labels[handlerLabel] = rt.Handler
@@ -122,7 +122,11 @@ func (s *Service) sandboxDockerConfig(cfg *runtimeapi.PodSandboxConfig, rt podRu
 		// The sandbox runs no workload; keep Docker's restart policy out of the kubelet's way.
 		RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyDisabled},
 	}
-	hostCfg.CgroupParent = cfg.GetLinux().GetCgroupParent()
+	parent, err := s.dockerCgroupParent(ctx, cfg.GetLinux().GetCgroupParent())
+	if err != nil {
+		return nil, nil, err
+	}
+	hostCfg.CgroupParent = parent
 	// Namespaced sysctls (IPC, network) set on the sandbox hold for every container that
 	// joins its namespaces.
 	hostCfg.Sysctls = cfg.GetLinux().GetSysctls()

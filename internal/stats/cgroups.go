@@ -37,7 +37,11 @@ func nodeHost() Host { return Host{sys: "/sys", proc: "/proc"} }
 // Proc is where the host's procfs is.
 func (h Host) Proc() string { return h.proc }
 
-func (h Host) cgroupRoot() string { return filepath.Join(h.sys, "fs", "cgroup") }
+// Sys is where the host's sysfs is.
+func (h Host) Sys() string { return h.sys }
+
+// CgroupRoot is where the node's cgroups are mounted.
+func (h Host) CgroupRoot() string { return filepath.Join(h.sys, "fs", "cgroup") }
 
 // cgroupHierarchy is how cgroups are mounted under a root.
 type cgroupHierarchy struct {
@@ -73,7 +77,7 @@ func isRegular(path string) bool {
 // share one, named "cpu,cpuacct"); the unified hierarchy under the key "" (on v2 it is the only
 // one). It also returns the hierarchy.
 func (h Host) cgroupDirs(pid int) (map[string]string, cgroupHierarchy, bool) {
-	root := h.cgroupRoot()
+	root := h.CgroupRoot()
 	hier := detectCgroupHierarchy(root)
 	raw, err := os.ReadFile(filepath.Join(h.proc, strconv.Itoa(pid), "cgroup"))
 	if err != nil {

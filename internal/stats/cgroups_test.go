@@ -30,8 +30,8 @@ func TestDetectCgroupHierarchy(t *testing.T) {
 		name, root string
 		want       cgroupHierarchy
 	}{
-		{"v2", v2.cgroupRoot(), cgroupHierarchy{version: 2, unified: v2.cgroupRoot()}},
-		{"v1 hybrid", v1.cgroupRoot(), cgroupHierarchy{version: 1, unified: filepath.Join(v1.cgroupRoot(), "unified")}},
+		{"v2", v2.CgroupRoot(), cgroupHierarchy{version: 2, unified: v2.CgroupRoot()}},
+		{"v1 hybrid", v1.CgroupRoot(), cgroupHierarchy{version: 1, unified: filepath.Join(v1.CgroupRoot(), "unified")}},
 		{"v1 legacy", legacy, cgroupHierarchy{version: 1}},
 		{"nothing mounted", filepath.Join(legacy, "missing"), cgroupHierarchy{version: 1}},
 	} {
@@ -53,7 +53,7 @@ func TestCgroupDirsOfAProcess(t *testing.T) {
 
 	v1 := fixtureHost(t, "cgroupv1")
 	dirs, hier, ok = v1.cgroupDirs(4242)
-	root := v1.cgroupRoot()
+	root := v1.CgroupRoot()
 	for ctrl, want := range map[string]string{
 		"memory":       "memory",
 		"pids":         "pids",
@@ -95,7 +95,7 @@ func TestCgroupDirsOfAProcess(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(v2.proc, "4242", "cgroup"), []byte("0::/../../etc\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if dirs, _, _ := v2.cgroupDirs(4242); dirs[""] != filepath.Join(v2.cgroupRoot(), "etc") {
+	if dirs, _, _ := v2.cgroupDirs(4242); dirs[""] != filepath.Join(v2.CgroupRoot(), "etc") {
 		t.Errorf("climbing path gave %q", dirs[""])
 	}
 }
