@@ -33,8 +33,7 @@ func (s *Service) labelCgroupV2(labels map[string]string, files []unifiedcgroup.
 		return nil
 	}
 	if !s.cgroups().V2() {
-		return status.Errorf(codes.FailedPrecondition, "linux resources: unified %s=%s is a cgroup v2 setting, and this node runs cgroup v1 (%s is not the unified hierarchy)",
-			files[0].File, files[0].Value, s.cgroups().Cgroups)
+		return s.onCgroupV1(files[0])
 	}
 	m := make(map[string]string, len(files))
 	for _, f := range files {
@@ -46,6 +45,12 @@ func (s *Service) labelCgroupV2(labels map[string]string, files []unifiedcgroup.
 	}
 	labels[cgroupV2Label] = string(raw)
 	return nil
+}
+
+// onCgroupV1 refuses a cgroup v2 file on a cgroup v1 node.
+func (s *Service) onCgroupV1(f unifiedcgroup.Setting) error {
+	return status.Errorf(codes.FailedPrecondition, "linux resources: unified %s=%s is a cgroup v2 setting, and this node runs cgroup v1 (%s is not the unified hierarchy)",
+		f.File, f.Value, s.cgroups().Cgroups)
 }
 
 // startCgroupV2Label writes the files CreateContainer stored into the cgroup of the container

@@ -39,7 +39,7 @@ func (s *Service) UpdateContainerResources(ctx context.Context, req *runtimeapi.
 	// On v2 an update writes the defaults too: they may undo an earlier value.
 	if !s.cgroups().V2() {
 		if files = withoutKernelDefaults(files); len(files) > 0 {
-			return nil, status.Errorf(codes.FailedPrecondition, "linux resources: unified %s=%s is a cgroup v2 setting, and this node runs cgroup v1", files[0].File, files[0].Value)
+			return nil, s.onCgroupV1(files[0])
 		}
 	}
 	warnings, err := s.docker.UpdateContainer(ctx, c.ID, container.UpdateConfig{Resources: res})
