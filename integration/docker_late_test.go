@@ -15,8 +15,9 @@ import (
 )
 
 // With Docker not up yet, cri-dockerd serves its socket at once, as containerd's CRI does:
-// Status is not ready with the reason, the calls that need Docker answer Unavailable, and it
-// connects when Docker comes, without a restart. It used to exit in 0.2 s, and systemd's start
+// Version answers with Docker's version "unknown" (the kubelet and crictl check the connection with
+// it), Status is not ready with the reason, the calls that need Docker answer Unavailable, and
+// it connects when Docker comes, without a restart. It used to exit in 0.2 s, and systemd's start
 // limit then gave up on it for good.
 func TestDockerLateAtStart(t *testing.T) {
 	// The engine of the run: Docker 29 in integration-docker29.
@@ -33,10 +34,9 @@ func TestDockerLateAtStart(t *testing.T) {
 		t.Fatalf("Status with Docker not up: %v", err)
 	}
 	wantNotReady(t, st, pd.Host)
-	_, err = d.Runtime.Version(ctx, &runtimeapi.VersionRequest{})
-	wantCode(t, err, codes.Unavailable, pd.Host)
+	wantVersionWithoutDocker(t, ctx, d.Runtime)
 	_, err = d.Runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
-	wantCode(t, err, codes.Unavailable)
+	wantCode(t, err, codes.Unavailable, pd.Host)
 	podCfg := hostNetworkPod(newPodConfig(t, "late"))
 	_, err = d.Runtime.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: podCfg})
 	wantCode(t, err, codes.Unavailable)
@@ -50,8 +50,8 @@ func TestDockerLateAtStart(t *testing.T) {
 	awaitRuntimeReady(t, time.Minute, func(ctx context.Context) (*runtimeapi.StatusResponse, error) {
 		return d.Runtime.Status(ctx, &runtimeapi.StatusRequest{})
 	})
-	if _, err := d.Runtime.Version(ctx, &runtimeapi.VersionRequest{}); err != nil {
-		t.Errorf("Version once Docker is up: %v", err)
+	if v, err := d.Runtime.Version(ctx, &runtimeapi.VersionRequest{}); err != nil || v.RuntimeVersion == "" || v.RuntimeVersion == "unknown" {
+		t.Errorf("Version once Docker is up: %v, %v; want Docker's version", v, err)
 	}
 	podID := runPod(t, d, podCfg, "")
 	if _, err := d.Runtime.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: podID}); err != nil {
@@ -79,7 +79,8 @@ func TestDockerLateAtStartSocketActivated(t *testing.T) {
 		t.Fatalf("Status over the activated socket with Docker not up: %v", err)
 	}
 	wantNotReady(t, st, pd.Host)
-	_, err = a.Client.Version(ctx, &runtimeapi.VersionRequest{})
+	wantVersionWithoutDocker(t, ctx, a.Client)
+	_, err = a.Client.ListContainers(ctx, &runtimeapi.ListContainersRequest{})
 	wantCode(t, err, codes.Unavailable)
 
 	pd.Start()
@@ -101,6 +102,20 @@ func wantNotReady(t *testing.T, st *runtimeapi.StatusResponse, endpoint string) 
 	}
 	if n := len(st.GetStatus().GetConditions()); n != 2 {
 		t.Errorf("%d conditions, want RuntimeReady and NetworkReady", n)
+	}
+}
+
+// wantVersionWithoutDocker checks the standby gate's Version: the fields core's Version answers
+// that need no Docker, and the runtime version "unknown" (not empty: the kubelet's CRI client
+// refuses a VersionResponse with an empty field).
+func wantVersionWithoutDocker(t *testing.T, ctx context.Context, rt runtimeapi.RuntimeServiceClient) {
+	t.Helper()
+	v, err := rt.Version(ctx, &runtimeapi.VersionRequest{})
+	if err != nil {
+		t.Fatalf("Version with Docker not up: %v; want an answer (the kubelet and crictl check the connection with it)", err)
+	}
+	if v.Version != "0.1.0" || v.RuntimeName != "docker" || v.RuntimeVersion != "unknown" || v.RuntimeApiVersion != "v1" {
+		t.Errorf("Version with Docker not up = %v; want 0.1.0, docker, unknown, v1", v)
 	}
 }
 

@@ -99,9 +99,10 @@ func serve(ctx context.Context, cfg *config.Config) error {
 	}
 
 	// The socket serves at once, Docker or not: until the service is built, the gate answers
-	// Status not ready and the rest Unavailable, so that systemd's start limit never gives up
-	// on a Docker slow to come.
-	gate := standby.New(dockerNotConnected, "connecting to docker at "+cfg.DockerEndpoint)
+	// Version (Docker's version "unknown"), Status not ready and the rest Unavailable, so that
+	// systemd's start limit never gives up on a Docker slow to come, and clients that check the
+	// connection with Version (the kubelet, crictl) get on to Status.
+	gate := standby.New(core.VersionAnswer(core.UnknownDockerVersion), core.DockerDaemonNotReady, "connecting to docker at "+cfg.DockerEndpoint)
 	lis, socketPath, err := listen(cfg.ContainerRuntimeEndpoint, log)
 	if err != nil {
 		return err
@@ -209,9 +210,6 @@ func serve(ctx context.Context, cfg *config.Config) error {
 	return nil
 }
 
-// dockerNotConnected is Status's reason until cri-dockerd has connected to Docker.
-const dockerNotConnected = "DockerDaemonNotReady"
-
 // connectBackoff bounds the wait between attempts to reach Docker; connectLogEvery how often
 // a Docker that stays away is logged again.
 const (
@@ -243,9 +241,9 @@ func connect(ctx context.Context, cfg *config.Config, log *logrus.Entry, gate *s
 			return nil
 		}
 		msg := err.Error()
-		gate.Waiting(dockerNotConnected, msg+" (retrying)")
+		gate.Waiting(core.DockerDaemonNotReady, msg+" (retrying)")
 		if msg != lastMsg || time.Since(lastLog) >= connectLogEvery {
-			log.Warnf("%s; retrying, serving Status not ready and Unavailable until then (waiting %v)", msg, time.Since(began).Round(time.Second))
+			log.Warnf("%s; retrying, serving Version, Status not ready and Unavailable until then (waiting %v)", msg, time.Since(began).Round(time.Second))
 			lastMsg, lastLog = msg, time.Now()
 		}
 		select {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -34,8 +33,7 @@ func (s *Service) labelCgroupV2(labels map[string]string, files []unifiedcgroup.
 		return nil
 	}
 	if !s.cgroups().V2() {
-		return status.Errorf(codes.FailedPrecondition, "linux resources: unified %s=%s is a cgroup v2 setting, and this node runs cgroup v1 (%s is not the unified hierarchy)",
-			files[0].File, files[0].Value, s.cgroups().Cgroups)
+		return s.onCgroupV1(files[0])
 	}
 	m := make(map[string]string, len(files))
 	for _, f := range files {
@@ -47,6 +45,12 @@ func (s *Service) labelCgroupV2(labels map[string]string, files []unifiedcgroup.
 	}
 	labels[cgroupV2Label] = string(raw)
 	return nil
+}
+
+// onCgroupV1 refuses a cgroup v2 file on a cgroup v1 node.
+func (s *Service) onCgroupV1(f unifiedcgroup.Setting) error {
+	return status.Errorf(codes.FailedPrecondition, "linux resources: unified %s=%s is a cgroup v2 setting, and this node runs cgroup v1 (%s is not the unified hierarchy)",
+		f.File, f.Value, s.cgroups().Cgroups)
 }
 
 // startCgroupV2Label writes the files CreateContainer stored into the cgroup of the container
@@ -80,7 +84,7 @@ func (s *Service) startCgroupV2Label(ctx context.Context, id string, labels map[
 // writeCgroupV2 writes files into the cgroup of running container id. The process Docker
 // names must be in a cgroup named for the container (docker-<id>.scope under the systemd
 // driver, <id> under cgroupfs): a process that ended and whose PID was reused, or a runtime
-// that puts the container elsewhere, gets nothing written.
+// that puts the container elsewhere, gets nothing written, and no other cgroup is touched.
 func (s *Service) writeCgroupV2(ctx context.Context, id string, files []unifiedcgroup.Setting) error {
 	c, err := s.docker.InspectContainer(ctx, id)
 	if err != nil {
@@ -97,10 +101,13 @@ func (s *Service) writeCgroupV2(ctx context.Context, id string, files []unifiedc
 		return err
 	}
 	if !strings.Contains(filepath.Base(dir), c.ID) {
-		if again, ierr := s.docker.InspectContainer(ctx, id); ierr == nil && !again.State.Running {
-			return nil
+		// A runtime that keeps its containers in the pod's cgroup (Kata's sandbox_cgroup_only,
+		// say) has no cgroup of the container to write: the start goes on, said once.
+		if again, ierr := s.docker.InspectContainer(ctx, id); ierr == nil && again.State.Running {
+			s.warnOnce("cgroup-v2-elsewhere:"+c.HostConfig.Runtime, "cgroup v2 settings (%s=%s, ...) not written for containers of Docker runtime %q: container %s's process (pid %d) is in %s, not in a cgroup of the container",
+				files[0].File, files[0].Value, c.HostConfig.Runtime, id, c.State.Pid, dir)
 		}
-		return fmt.Errorf("cgroup v2 settings: the container's process (pid %d) is in %s, not in a cgroup of the container", c.State.Pid, dir)
+		return nil
 	}
 	begin := time.Now()
 	if err := unifiedcgroup.Write(dir, files); err != nil {

@@ -152,3 +152,28 @@ func TestCgroupV2FilesRefusedOnCgroupV1(t *testing.T) {
 		}
 	}
 }
+
+// A runtime that keeps the container's process in the pod's cgroup has no cgroup of the
+// container: nothing is written (the pod's cgroup is not the container's), and the start goes on.
+func TestCgroupV2FilesNotWrittenOutsideTheContainersCgroup(t *testing.T) {
+	fake := libdocker.NewFake()
+	s := newTestService(t, fake, Options{})
+	t.Cleanup(s.Close)
+	ctx := context.Background()
+	layOut := cgroupV2Node(t, s, fake)
+	podID, podCfg := runPod(t, s, "v2", "")
+	cfg := containerConfig("c")
+	cfg.Linux = &runtimeapi.LinuxContainerConfig{Resources: &runtimeapi.LinuxContainerResources{Unified: map[string]string{"memory.oom.group": "1"}}}
+	resp, err := s.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: podID, Config: cfg, SandboxConfig: podCfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The process is in another container's cgroup.
+	dir := layOut("someone-else")
+	if _, err := s.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: resp.ContainerId}); err != nil {
+		t.Fatal(err)
+	}
+	if got := readCgroupFile(t, dir, "memory.oom.group"); got != "0" {
+		t.Errorf("another cgroup's memory.oom.group is %q", got)
+	}
+}

@@ -35,12 +35,12 @@ func (s *Service) UpdateContainerResources(ctx context.Context, req *runtimeapi.
 	if err != nil {
 		return nil, err
 	}
+	// On cgroup v1 there are no such files: the kernel's defaults are no-ops, the rest refused.
+	// On v2 an update writes the defaults too: they may undo an earlier value.
 	if !s.cgroups().V2() {
-		// Nothing to write on cgroup v1, where the kernel's defaults are no-ops.
-		files = withoutKernelDefaults(files)
-	}
-	if len(files) > 0 && !s.cgroups().V2() {
-		return nil, status.Errorf(codes.FailedPrecondition, "linux resources: unified %s=%s is a cgroup v2 setting, and this node runs cgroup v1", files[0].File, files[0].Value)
+		if files = withoutKernelDefaults(files); len(files) > 0 {
+			return nil, s.onCgroupV1(files[0])
+		}
 	}
 	warnings, err := s.docker.UpdateContainer(ctx, c.ID, container.UpdateConfig{Resources: res})
 	if err != nil {

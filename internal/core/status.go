@@ -15,6 +15,14 @@ import (
 // hold the kubelet's node status until its own deadline.
 const StatusTimeout = 2 * time.Second
 
+// Status's reasons while Docker is not ready: DockerDaemonNotReady while it is not reached (not
+// running, refused; also the standby gate's before the first connection), and
+// DockerDaemonNotResponding while it takes longer than StatusTimeout (frozen, or overloaded).
+const (
+	DockerDaemonNotReady      = "DockerDaemonNotReady"
+	DockerDaemonNotResponding = "DockerDaemonNotResponding"
+)
+
 // Status reports readiness from a live ping of Docker bounded by StatusTimeout, and the runtime
 // handlers this node can serve from the cached /info (refreshed when older than
 // RuntimeInfoMaxAge, and as it is while Docker does not answer).
@@ -51,9 +59,9 @@ func (s *Service) Status(ctx context.Context, req *runtimeapi.StatusRequest) (*r
 // running, refused).
 func dockerNotReady(ctx context.Context, err error, timeout time.Duration) (reason, message string) {
 	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-		return "DockerDaemonNotResponding", fmt.Sprintf("docker did not answer a ping within %s: %v", timeout, err)
+		return DockerDaemonNotResponding, fmt.Sprintf("docker did not answer a ping within %s: %v", timeout, err)
 	}
-	return "DockerDaemonNotReady", "docker: " + err.Error()
+	return DockerDaemonNotReady, "docker: " + err.Error()
 }
 
 // runtimeHandlers lists "" (the default), the default handler name, every Docker runtime and

@@ -23,10 +23,24 @@ func (s *Service) Version(ctx context.Context, _ *runtimeapi.VersionRequest) (*r
 	default:
 		return nil, dockerError(err, "docker version")
 	}
+	return VersionAnswer(version), nil
+}
+
+// UnknownDockerVersion is the runtime version Version answers before Docker was ever reached
+// (the standby gate's). Not empty: the kubelet's CRI client and crictl refuse a VersionResponse
+// with an empty field ("not all fields are set"); the kubelet's node status then says
+// docker://Unknown, as for any version it cannot parse.
+const UnknownDockerVersion = "unknown"
+
+// VersionAnswer is Version's answer with runtimeVersion as Docker's version. The other fields
+// need no Docker: the standby gate answers VersionAnswer(UnknownDockerVersion) until Docker is
+// reached. "0.1.0" is the kubelet runtime API version the kubelet insists on (it refuses any
+// other).
+func VersionAnswer(runtimeVersion string) *runtimeapi.VersionResponse {
 	return &runtimeapi.VersionResponse{
 		Version:           "0.1.0",
 		RuntimeName:       "docker",
-		RuntimeVersion:    version,
+		RuntimeVersion:    runtimeVersion,
 		RuntimeApiVersion: CRIAPIVersion,
-	}, nil
+	}
 }

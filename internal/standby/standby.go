@@ -1,8 +1,10 @@
 // Package standby serves the CRI on a gRPC server before the service behind it exists: while
-// cri-dockerd waits for Docker at its start, Status answers RuntimeReady=false with the reason,
-// and every other call answers Unavailable (gRPC's "retry me"). Once the service is built, every
-// call goes to it. The kubelet, crictl and systemd's socket activation so find a socket that
-// answers from the first moment, as containerd's CRI does.
+// cri-dockerd waits for Docker at its start, Version answers what is known without Docker,
+// Status answers RuntimeReady=false with the reason, and every other call answers Unavailable
+// (gRPC's "retry me"). Once the service is built, every call goes to it. The kubelet, crictl and
+// systemd's socket activation so find a socket that answers from the first moment, as
+// containerd's CRI does. Version is answered because the kubelet's CRI client and crictl check
+// the connection with it first: Unavailable there, they never ask Status and never learn why.
 package standby
 
 import (
@@ -14,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -25,15 +28,17 @@ type Service interface {
 
 // Gate stands in for a Service until Serve.
 type Gate struct {
-	svc atomic.Pointer[Service]
+	svc     atomic.Pointer[Service]
+	version *runtimeapi.VersionResponse
 
 	mu              sync.Mutex
 	reason, message string
 }
 
-// New is a gate that answers not ready with reason and message until Serve or Waiting.
-func New(reason, message string) *Gate {
-	return &Gate{reason: reason, message: message}
+// New is a gate that answers Version with version (a copy each time: the fields known without
+// Docker) and Status not ready with reason and message until Serve or Waiting.
+func New(version *runtimeapi.VersionResponse, reason, message string) *Gate {
+	return &Gate{version: proto.Clone(version).(*runtimeapi.VersionResponse), reason: reason, message: message}
 }
 
 // Waiting changes what the gate answers while it waits (the last error, say).
@@ -108,12 +113,19 @@ func (g *Gate) stream(s grpc.StreamDesc) grpc.StreamDesc {
 	return s
 }
 
-// statusMethod is the one call answered for real while waiting: the kubelet learns from it
-// why the node is not ready.
-var statusMethod = "/" + runtimeapi.RuntimeService_ServiceDesc.ServiceName + "/Status"
+// The calls answered for real while waiting: Version, with which clients check the connection
+// before anything else, and Status, from which the kubelet learns why the node is not ready.
+var (
+	versionMethod = "/" + runtimeapi.RuntimeService_ServiceDesc.ServiceName + "/Version"
+	statusMethod  = "/" + runtimeapi.RuntimeService_ServiceDesc.ServiceName + "/Status"
+)
 
 func (g *Gate) standIn(method string, req any) (any, error) {
-	if method != statusMethod {
+	switch method {
+	case versionMethod:
+		return proto.Clone(g.version), nil
+	case statusMethod:
+	default:
 		return nil, g.unavailable()
 	}
 	g.mu.Lock()

@@ -51,8 +51,14 @@ func serve(t *testing.T, g *Gate) (runtimeapi.RuntimeServiceClient, runtimeapi.I
 	return runtimeapi.NewRuntimeServiceClient(conn), runtimeapi.NewImageServiceClient(conn), &seen
 }
 
+// waitingVersion is what cmd/cri-dockerd gives the gate: core.VersionAnswer("unknown"), the
+// fields that need no Docker.
+func waitingVersion() *runtimeapi.VersionResponse {
+	return &runtimeapi.VersionResponse{Version: "0.1.0", RuntimeName: "docker", RuntimeVersion: "unknown", RuntimeApiVersion: "v1"}
+}
+
 func TestGateAnswersNotReadyUntilServed(t *testing.T) {
-	g := New("DockerDaemonNotReady", "waiting for docker at unix:///var/run/docker.sock")
+	g := New(waitingVersion(), "DockerDaemonNotReady", "waiting for docker at unix:///var/run/docker.sock")
 	rt, img, seen := serve(t, g)
 	ctx := t.Context()
 
@@ -69,12 +75,11 @@ func TestGateAnswersNotReadyUntilServed(t *testing.T) {
 		}
 	}
 	g.Waiting("DockerDaemonNotReady", "docker: connection refused")
-	_, err = rt.Version(ctx, &runtimeapi.VersionRequest{})
-	if status.Code(err) != codes.Unavailable || status.Convert(err).Message() != "cri-dockerd is not serving yet: docker: connection refused" {
-		t.Errorf("Version while waiting: %v; want Unavailable with the last message", err)
+	if _, err := img.ListImages(ctx, &runtimeapi.ListImagesRequest{}); status.Code(err) != codes.Unavailable || status.Convert(err).Message() != "cri-dockerd is not serving yet: docker: connection refused" {
+		t.Errorf("ListImages while waiting: %v; want Unavailable with the last message", err)
 	}
-	if _, err := img.ListImages(ctx, &runtimeapi.ListImagesRequest{}); status.Code(err) != codes.Unavailable {
-		t.Errorf("ListImages while waiting: %v; want Unavailable", err)
+	if _, err := rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{}); status.Code(err) != codes.Unavailable {
+		t.Errorf("ListPodSandbox while waiting: %v; want Unavailable", err)
 	}
 	events, err := rt.GetContainerEvents(ctx, &runtimeapi.GetEventsRequest{})
 	if err == nil {
@@ -105,5 +110,37 @@ func TestGateAnswersNotReadyUntilServed(t *testing.T) {
 	}
 	if n := seen.Load(); n != 6 {
 		t.Errorf("the interceptors saw %d unary calls, want 6", n)
+	}
+}
+
+// The kubelet's CRI client and crictl call Version first and give up on the connection when it
+// fails: while waiting, the gate answers it with the version it was given, through the
+// interceptors, so that they get on to Status and learn why the runtime is not ready.
+func TestGateAnswersVersionWhileWaiting(t *testing.T) {
+	want := waitingVersion()
+	g := New(want, "DockerDaemonNotReady", "connecting to docker at unix:///var/run/docker.sock")
+	want.RuntimeName = "changed after New" // the gate keeps its own copy
+	rt, _, seen := serve(t, g)
+	ctx := t.Context()
+
+	for i := range 2 {
+		v, err := rt.Version(ctx, &runtimeapi.VersionRequest{Version: "0.1.0"})
+		if err != nil {
+			t.Fatalf("Version while waiting: %v; want an answer (crictl and the kubelet stop at a failed Version)", err)
+		}
+		if v.Version != "0.1.0" || v.RuntimeName != "docker" || v.RuntimeVersion != "unknown" || v.RuntimeApiVersion != "v1" {
+			t.Errorf("Version while waiting (call %d) = %v; want 0.1.0, docker, unknown, v1", i+1, v)
+		}
+	}
+	// Then Status, as crictl info does.
+	st, err := rt.Status(ctx, &runtimeapi.StatusRequest{})
+	if err != nil {
+		t.Fatalf("Status after Version while waiting: %v", err)
+	}
+	if c := st.Status.Conditions[0]; c.Type != runtimeapi.RuntimeReady || c.Status || c.Reason != "DockerDaemonNotReady" {
+		t.Errorf("first condition %v; want RuntimeReady false, DockerDaemonNotReady", c)
+	}
+	if n := seen.Load(); n != 3 {
+		t.Errorf("the interceptors saw %d calls, want 3 (Version is logged and counted too)", n)
 	}
 }

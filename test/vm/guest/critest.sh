@@ -13,6 +13,11 @@ wait_for() {
 	done
 	return 1
 }
+# The binaries run from the guest's disk: the 9p share has no page cache, so each page a binary
+# faults in would be read from the host again.
+bin=/usr/local/crid-critest
+mkdir -p "$bin"
+cp "$VM_IN/cri-dockerd" "$VM_IN/crictl" "$VM_IN/critest" "$VM_IN/docker-registry" "$bin/"
 reg=/var/lib/crid-registry
 mkdir -p "$reg"
 tar -C "$reg" -xf "$VM_IN/registry-data.tar"
@@ -35,7 +40,7 @@ http:
     certificate: $VM_IN/certs/server.crt
     key: $VM_IN/certs/server.key
 YML
-"$VM_IN/docker-registry" serve "$reg/config.yml" >"$VM_OUT/registry.log" 2>&1 &
+"$bin/docker-registry" serve "$reg/config.yml" >"$VM_OUT/registry.log" 2>&1 &
 wait_for 300 docker info || { log "docker not ready"; exit 1; }
 docker load -i "$VM_IN/pause.tar" >/dev/null
 log "docker $(docker version --format '{{.Server.Version}}') ready, cgroup driver $(docker info --format '{{.CgroupDriver}} v{{.CgroupVersion}}')"
@@ -43,10 +48,10 @@ log "docker $(docker version --format '{{.Server.Version}}') ready, cgroup drive
 mkdir -p /etc/crid-critest/net.d
 cp "$VM_IN/10-critest.conflist" /etc/crid-critest/net.d/
 sock=/run/crid-critest.sock
-"$VM_IN/cri-dockerd" --container-runtime-endpoint "unix://$sock" --cri-dockerd-root-directory /var/lib/crid-critest \
+"$bin/cri-dockerd" --container-runtime-endpoint "unix://$sock" --cri-dockerd-root-directory /var/lib/crid-critest \
 	--network-plugin=cni --cni-conf-dir /etc/crid-critest/net.d --log-level info >"$VM_OUT/cri-dockerd.log" 2>&1 &
 printf 'runtime-endpoint: unix://%s\nimage-endpoint: unix://%s\ntimeout: 120\n' "$sock" "$sock" >/etc/crictl.yaml
-wait_for 120 "$VM_IN/crictl" version || { log "cri-dockerd does not serve"; tail -20 "$VM_OUT/cri-dockerd.log"; exit 1; }
+wait_for 120 "$bin/crictl" version || { log "cri-dockerd does not serve"; tail -20 "$VM_OUT/cri-dockerd.log"; exit 1; }
 log "cri-dockerd serves"
 args=(-config /etc/crictl.yaml -runtime-endpoint "unix://$sock" -image-endpoint "unix://$sock"
 	"-ginkgo.junit-report=$VM_OUT/junit.xml" -ginkgo.timeout=60m -ginkgo.no-color -ginkgo.v)
@@ -54,7 +59,7 @@ focus=$(cat "$VM_IN/focus")
 [ -n "$focus" ] && args+=("-ginkgo.focus=$focus")
 start=$SECONDS
 set +e
-(cd /tmp && "$VM_IN/critest" "${args[@]}") >"$VM_OUT/critest.log" 2>&1
+(cd /tmp && "$bin/critest" "${args[@]}") >"$VM_OUT/critest.log" 2>&1
 rc=$?
 set -e
 log "critest exited $rc after $((SECONDS - start)) s"
