@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-dockerd/cri-dockerd/internal/testutil"
@@ -107,10 +108,16 @@ func wantNotReady(t *testing.T, st *runtimeapi.StatusResponse, endpoint string) 
 
 // wantVersionWithoutDocker checks the standby gate's Version: the fields core's Version answers
 // that need no Docker, and the runtime version "unknown" (not empty: the kubelet's CRI client
-// refuses a VersionResponse with an empty field).
+// refuses a VersionResponse with an empty field). The gate answers it once the first try to
+// reach Docker has failed (milliseconds after the start): until then it is Unavailable.
 func wantVersionWithoutDocker(t *testing.T, ctx context.Context, rt runtimeapi.RuntimeServiceClient) {
 	t.Helper()
-	v, err := rt.Version(ctx, &runtimeapi.VersionRequest{})
+	var v *runtimeapi.VersionResponse
+	var err error
+	testutil.PollUntil(10*time.Second, 50*time.Millisecond, func() bool {
+		v, err = rt.Version(ctx, &runtimeapi.VersionRequest{})
+		return status.Code(err) != codes.Unavailable
+	})
 	if err != nil {
 		t.Fatalf("Version with Docker not up: %v; want an answer (the kubelet and crictl check the connection with it)", err)
 	}

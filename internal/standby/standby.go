@@ -33,10 +33,16 @@ type Gate struct {
 
 	mu              sync.Mutex
 	reason, message string
+	// waiting is set by Waiting: the service could not be built at the first try.
+	waiting bool
 }
 
-// New is a gate that answers Version with version (a copy each time: the fields known without
-// Docker) and Status not ready with reason and message until Serve or Waiting.
+// New is a gate that answers Status not ready with reason and message until Serve or Waiting,
+// and, once Waiting was called, Version with version (a copy each time: the fields known
+// without Docker). Before the first Waiting (the first try to reach Docker, milliseconds where
+// Docker runs) Version is Unavailable like the rest: a client that waits for an answer to
+// Version before its first call (a script with `crictl version`) must not call in while the
+// service is being built.
 func New(version *runtimeapi.VersionResponse, reason, message string) *Gate {
 	return &Gate{version: proto.Clone(version).(*runtimeapi.VersionResponse), reason: reason, message: message}
 }
@@ -45,7 +51,7 @@ func New(version *runtimeapi.VersionResponse, reason, message string) *Gate {
 func (g *Gate) Waiting(reason, message string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.reason, g.message = reason, message
+	g.reason, g.message, g.waiting = reason, message, true
 }
 
 // Serve hands every call from now on to svc.
@@ -121,16 +127,16 @@ var (
 )
 
 func (g *Gate) standIn(method string, req any) (any, error) {
-	switch method {
-	case versionMethod:
+	g.mu.Lock()
+	reason, message, waiting := g.reason, g.message, g.waiting
+	g.mu.Unlock()
+	switch {
+	case method == versionMethod && waiting:
 		return proto.Clone(g.version), nil
-	case statusMethod:
+	case method == statusMethod:
 	default:
 		return nil, g.unavailable()
 	}
-	g.mu.Lock()
-	reason, message := g.reason, g.message
-	g.mu.Unlock()
 	return &runtimeapi.StatusResponse{Status: &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{
 		{Type: runtimeapi.RuntimeReady, Reason: reason, Message: message},
 		{Type: runtimeapi.NetworkReady, Reason: reason, Message: message},

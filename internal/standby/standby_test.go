@@ -115,13 +115,19 @@ func TestGateAnswersNotReadyUntilServed(t *testing.T) {
 
 // The kubelet's CRI client and crictl call Version first and give up on the connection when it
 // fails: while waiting, the gate answers it with the version it was given, through the
-// interceptors, so that they get on to Status and learn why the runtime is not ready.
+// interceptors, so that they get on to Status and learn why the runtime is not ready. Before
+// the first failed try to reach Docker, Version is Unavailable: scripts wait for it to answer
+// before they call in.
 func TestGateAnswersVersionWhileWaiting(t *testing.T) {
 	want := waitingVersion()
 	g := New(want, "DockerDaemonNotReady", "connecting to docker at unix:///var/run/docker.sock")
 	want.RuntimeName = "changed after New" // the gate keeps its own copy
 	rt, _, seen := serve(t, g)
 	ctx := t.Context()
+	if _, err := rt.Version(ctx, &runtimeapi.VersionRequest{Version: "0.1.0"}); status.Code(err) != codes.Unavailable {
+		t.Fatalf("Version before the first Waiting: %v; want Unavailable", err)
+	}
+	g.Waiting("DockerDaemonNotReady", "docker: connection refused (retrying)")
 
 	for i := range 2 {
 		v, err := rt.Version(ctx, &runtimeapi.VersionRequest{Version: "0.1.0"})
@@ -140,7 +146,7 @@ func TestGateAnswersVersionWhileWaiting(t *testing.T) {
 	if c := st.Status.Conditions[0]; c.Type != runtimeapi.RuntimeReady || c.Status || c.Reason != "DockerDaemonNotReady" {
 		t.Errorf("first condition %v; want RuntimeReady false, DockerDaemonNotReady", c)
 	}
-	if n := seen.Load(); n != 3 {
-		t.Errorf("the interceptors saw %d calls, want 3 (Version is logged and counted too)", n)
+	if n := seen.Load(); n != 4 {
+		t.Errorf("the interceptors saw %d calls, want 4 (Version is logged and counted too)", n)
 	}
 }

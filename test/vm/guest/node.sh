@@ -363,11 +363,18 @@ check_oom() {
 	st1=$(state_of "$one")
 	say "single (oom.group 0): oom_kill=$n, state $st1, logs: $(crictl logs "$one" 2>&1 | tr '\n' ' '), processes: $(tr '\n' ' ' <"/sys/fs/cgroup$cg_one/cgroup.procs" 2>/dev/null)"
 	local bad=
-	if [ "$st" = CONTAINER_EXITED ] && [ "$reason" = Error ] && [ "$code" = 137 ] && [ "$(docker inspect -f '{{.State.OOMKilled}}' "$grp")" = false ]; then
-		bad="group container: reason Error, exit 137, want OOMKilled: Docker's State.OOMKilled is false (Docker 20.10 sets it only when containerd's TaskOOM comes before the task's exit; see Docker's events above);"
-	elif ! [ "$st" = CONTAINER_EXITED ] || ! [ "$reason" = OOMKilled ] || ! [ "$code" = 137 ]; then
-		bad="group container: state $st reason ${reason:-none} exit $code, want CONTAINER_EXITED OOMKilled 137;"
+	# Docker learns of an OOM from containerd's TaskOOM event; when the whole group is killed
+	# that event can come after the exit (seen once beside make test's host tests, load 8), and
+	# Docker then says OOMKilled=false, so the CRI reason is Error. The kernel's log says
+	# whether the kill was the OOM killer's in this container's cgroup: then the group ended
+	# the container, which is what memory.oom.group=1 is for, and the missed reason is Docker's.
+	if [ "$st" = CONTAINER_EXITED ] && [ "$code" = 137 ] && [ "$reason" != OOMKilled ] &&
+		dmesg | grep "oom-kill:.*oom_memcg=[^,]*$grp" >/dev/null; then
+		say "note: the kernel's OOM killer ended the group container (dmesg: oom_memcg names it), but Docker reported OOMKilled=false: its TaskOOM came after the exit"
+		reason=OOMKilled
 	fi
+	[ "$st" = CONTAINER_EXITED ] && [ "$reason" = OOMKilled ] && [ "$code" = 137 ] ||
+		bad="group container: state $st reason ${reason:-none} exit $code, want CONTAINER_EXITED OOMKilled 137;"
 	[ "$ok_one" = 1 ] && [ "$st1" = CONTAINER_RUNNING ] ||
 		bad="$bad single container: oom_kill ${n}, state $st1, want >=1 and CONTAINER_RUNNING"
 	[ -z "$bad" ] || fail "$bad"
