@@ -331,10 +331,11 @@ check_oom() {
 	cg_grp=$(cg_of "$grp") cg_one=$(cg_of "$one")
 	say "group: memory.oom.group=$(cgfile "$cg_grp" memory.oom.group) memory.max=$(cgfile "$cg_grp" memory.max) memory.swap.max=$(cgfile "$cg_grp" memory.swap.max)"
 	say "single: memory.oom.group=$(cgfile "$cg_one" memory.oom.group) memory.max=$(cgfile "$cg_one" memory.max) memory.swap.max=$(cgfile "$cg_one" memory.swap.max)"
+	local t_go
+	t_go=$(date +%s)
 	crictl exec -s "$grp" touch /tmp/go >/dev/null || fail "crictl exec group touch /tmp/go"
 	crictl exec -s "$one" touch /tmp/go >/dev/null || fail "crictl exec single touch /tmp/go"
-	local t=$SECONDS ok_grp=0 ok_one=0 end=$((SECONDS + 120)) t_go
-	t_go=$(date +%s)
+	local t=$SECONDS ok_grp=0 ok_one=0 end=$((SECONDS + 120))
 	# Until the group container has exited (or had its OOM kill and is still there 10 s later)
 	# and the single one has had its OOM kill.
 	local grp_oom_at=
@@ -356,7 +357,7 @@ check_oom() {
 	say "group (oom.group 1): after $((SECONDS - t))s state $st, reason ${reason:-none}, exit code $code; docker OOMKilled=$(docker inspect -f '{{.State.OOMKilled}}' "$grp"); memory.events: $({ tr '\n' ' ' <"/sys/fs/cgroup$cg_grp/memory.events"; } 2>/dev/null || echo 'cgroup gone'); logs: $(crictl logs "$grp" 2>&1 | tr '\n' ' ')"
 	# Docker 20.10 sets State.OOMKilled only when containerd's TaskOOM comes before the task's
 	# exit; a later one is only its "oom" event. Docker's events for the container, in order:
-	say "group: Docker's events since the trigger: $(docker events --since "$t_go" --until "$(($(date +%s) + 2))" --filter "container=$grp" --format '{{.Action}}' 2>&1 | tr '\n' ' ')"
+	say "group: Docker's events since the trigger: $(docker events --since "$((t_go - 1))" --until "$(($(date +%s) + 2))" --filter "container=$grp" --format '{{.Action}}' 2>&1 | tr '\n' ' ')"
 	n=$(kv "/sys/fs/cgroup$cg_one/memory.events" oom_kill 2>/dev/null || echo gone)
 	sleep 1
 	local st1
