@@ -67,7 +67,7 @@ wait_for() {
 # crictl runs from the guest's disk (setup_crid copies it): run from the 9p share, each call
 # read its 40 MB again (3-10 s a call under TCG). /etc/crictl.yaml names the endpoints.
 crictl() { /usr/local/bin/crictl "$@"; }
-runtime_ready() { crictl info 2>/dev/null | tr -d ' \n' | grep -o '{[^{}]*"RuntimeReady"[^{}]*}' | grep -q '"status":true'; }
+runtime_ready() { crictl info 2>/dev/null | tr -d ' \n' | grep -o '{[^{}]*"RuntimeReady"[^{}]*}' | grep '"status":true' >/dev/null; }
 docker_driver_is() { [ "$(docker info -f '{{.CgroupDriver}}' 2>/dev/null)" = "$1" ]; }
 # jval JSON KEY: the first `"KEY": {"value": "N"}` of crictl's JSON (protojson: uint64 as strings).
 jval() { printf '%s' "$1" | tr -d ' \n' | grep -o "\"$2\":{\"value\":\"[0-9]*\"}" | head -n1 | sed 's/.*:"\([0-9]*\)"}$/\1/'; }
@@ -425,7 +425,7 @@ check_stats() {
 	burn=$(run_ctr burner)
 	hog=$(run_ctr holder)
 	cg_b=$(cg_of "$burn") cg_h=$(cg_of "$hog")
-	filled() { crictl logs "$hog" 2>&1 | grep -q '^filled'; }
+	filled() { crictl logs "$hog" 2>&1 | grep '^filled' >/dev/null; }
 	wait_for 90 filled || fail "holder did not fill /dev/shm within 90 s: $(crictl logs "$hog" 2>&1 | tail -3)"
 	say "holder: $(crictl logs "$hog" 2>&1 | grep -v '^filled' | tail -n1 | tr '\n' ' ') memory.max=$(cgfile "$cg_h" memory.max) memory.swap.max=$(cgfile "$cg_h" memory.swap.max) memory.current=$(cgfile "$cg_h" memory.current) memory.swap.current=$(cgfile "$cg_h" memory.swap.current)"
 	say "burner: cpu.max=$(cgfile "$cg_b" cpu.max)"
@@ -587,7 +587,9 @@ EOF
 	ctr=$(crictl ps -q --name '^app$' --label io.kubernetes.pod.name=static-crid-vm --state running)
 	say "static pod's container ${ctr:0:12} running $((SECONDS - t0))s after the kubelet's start"
 	say "kubelet: $(klog | grep -o 'Using cgroup driver setting received from the CRI runtime.*' | head -n1)"
-	klog | grep -q "Using cgroup driver setting received from the CRI runtime\" cgroupDriver=\"$DRIVER\"" ||
+	# grep without -q in pipes: with pipefail, grep -q leaving early can fail the pipeline
+	# through the writer's SIGPIPE when the output is longer than a pipe's buffer.
+	klog | grep "Using cgroup driver setting received from the CRI runtime\" cgroupDriver=\"$DRIVER\"" >/dev/null ||
 		kfail "the kubelet log does not say it took cgroup driver $DRIVER from the CRI"
 	probed() { [ "$(crictl exec -s "$ctr" cat /tmp/probed 2>/dev/null | grep -c ready)" -ge 2 ]; }
 	wait_for 180 probed || kfail "fewer than 2 successful readiness probes within 180 s: $(crictl exec -s "$ctr" cat /tmp/probed 2>&1 | grep -c ready)"
