@@ -21,7 +21,7 @@ SYSTEMD_DIR ?= /etc/systemd/system
 .PHONY: help build run install clean \
 	test prebuild lint unit fuzz setup integration \
 	critest critest-gvisor critest-gvisor-docker29 setup-docker29 integration-docker29 critest-docker29 stop-docker29 \
-	e2e-kubelet e2e-node e2e-node-fast vm vm-tools vm-systemd vm-node vm-critest vm-critest-groups vm-checks vm-start vm-wait vm-stop \
+	e2e-kubelet e2e-node e2e-node-fast vm vm-tools vm-systemd vm-node vm-critest vm-critest-groups vm-checks vm-full vm-start vm-wait vm-stop \
 	bench bench-density mutation \
 	release release-test
 
@@ -174,6 +174,9 @@ vm-node: build setup vm-tools ## a cgroup v2 node in the VM, systemd and cgroupf
 # run at a load of 6-9 and one of them (a port-forward race, since mended) failed there.
 vm-checks: build release setup vm-tools ## make test's VM checks: vm-systemd, vm-node, vm-critest-groups (test/vm/all.sh)
 	test/vm/all.sh
+
+vm-full: build release setup vm-tools ## what does not fit in make test: vm-systemd, vm-node with the kubelet under both drivers, the whole vm-critest
+	test/vm/all.sh --full
 
 vm-start: build release setup vm-tools ## start the VM checks of make test in the background
 	test/vm/background.sh start

@@ -102,6 +102,11 @@ func validateContainerConfig(cfg *runtimeapi.ContainerConfig) error {
 		return invalidf("container config: run_as_group needs run_as_user or run_as_username")
 	}
 	for _, m := range cfg.Mounts {
+		if len(m.MountOptions) > 0 {
+			// Docker's binds take ro, propagation and SELinux relabelling only (Status says
+			// features.mount_options false).
+			return invalidf("mount %q -> %q: mount option %q: Docker cannot apply mount_options to a bind", m.HostPath, m.ContainerPath, m.MountOptions[0])
+		}
 		if m.GetImage().GetImage() != "" {
 			if err := imagevolume.ValidateMount(m); err != nil {
 				return err
@@ -153,6 +158,10 @@ func (s *Service) containerDockerConfig(ctx context.Context, sandboxID string, r
 		Tty:        cfg.Tty,
 		OpenStdin:  cfg.Stdin,
 		StdinOnce:  cfg.StdinOnce,
+	}
+	var err error
+	if containerCfg.StopSignal, err = dockerStopSignal(cfg.StopSignal); err != nil {
+		return nil, nil, err
 	}
 	binds, mounts, err := s.hostMounts(ctx, cfg.Mounts)
 	if err != nil {

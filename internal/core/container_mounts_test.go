@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/docker/docker/api/types/mount"
@@ -173,5 +174,30 @@ func TestHostMountsMatchContainerdOnEveryEngine(t *testing.T) {
 				t.Errorf("%s: binds %q mounts %+v, want mount %+v (%+v)", name, binds, mounts, *tc.want.mount, tc.want.mount.BindOptions)
 			}
 		}
+	}
+}
+
+// Docker's binds cannot take noexec, nodev or nosuid: refused, naming the option, before any
+// create, and Status says the runtime does not do mount options.
+func TestMountOptionsRefused(t *testing.T) {
+	fake := libdocker.NewFake()
+	s := newTestService(t, fake, Options{})
+	before := fake.Calls("CreateContainer")
+	_, err := createWith(t, s, fake, func(cfg *runtimeapi.ContainerConfig) {
+		cfg.Mounts = []*runtimeapi.Mount{{HostPath: t.TempDir(), ContainerPath: "/data", MountOptions: []string{"noexec", "nosuid"}}}
+	})
+	wantCode(t, err, codes.InvalidArgument)
+	if msg := status.Convert(err).Message(); !strings.Contains(msg, `"noexec"`) || !strings.Contains(msg, "/data") {
+		t.Errorf("message %q: want the option and the mount named", msg)
+	}
+	if n := fake.Calls("CreateContainer") - before; n != 1 {
+		t.Errorf("%d Docker creates, want only the pod's sandbox", n)
+	}
+	st, err := s.Status(context.Background(), &runtimeapi.StatusRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Features == nil || st.Features.MountOptions {
+		t.Errorf("features %v: want mount_options false", st.Features)
 	}
 }

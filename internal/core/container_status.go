@@ -69,6 +69,7 @@ func (s *Service) ContainerStatus(ctx context.Context, req *runtimeapi.Container
 		Mounts:      imagevolume.CRIMounts(criMounts(c.Mounts), c.Config.Labels),
 		LogPath:     c.Config.Labels[containerLogPathLabel],
 		Resources:   statusResources(c.HostConfig),
+		StopSignal:  criStopSignal(c.Config.StopSignal),
 	}
 	if state := c.State; state != nil {
 		st.StartedAt = parseDockerTime(state.StartedAt)

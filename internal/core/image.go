@@ -123,3 +123,14 @@ func (s *Service) criImage(ctx context.Context, img *image.InspectResponse) *run
 	}
 	return ci
 }
+
+// checkImageHandler fails an image call whose runtime_handler (the kubelet's
+// RuntimeClassInImageCriAPI) names a handler RunPodSandbox would refuse, with the same error.
+// A known handler changes nothing: Docker has one image store for all its runtimes.
+func (s *Service) checkImageHandler(ctx context.Context, spec *runtimeapi.ImageSpec) error {
+	if spec.GetRuntimeHandler() == "" {
+		return nil
+	}
+	_, err := s.resolveHandler(ctx, spec.GetRuntimeHandler())
+	return err
+}

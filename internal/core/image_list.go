@@ -10,7 +10,11 @@ import (
 )
 
 // ListImages lists Docker's images (tagged or pulled by digest), optionally one image only.
+// A filter's runtime_handler lists the same images: Docker has one image store.
 func (s *Service) ListImages(ctx context.Context, req *runtimeapi.ListImagesRequest) (*runtimeapi.ListImagesResponse, error) {
+	if err := s.checkImageHandler(ctx, req.GetFilter().GetImage()); err != nil {
+		return nil, err
+	}
 	if ref := req.GetFilter().GetImage().GetImage(); ref != "" {
 		img, err := s.docker.InspectImage(ctx, ref)
 		if libdocker.IsNotFound(err) {

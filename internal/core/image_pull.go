@@ -14,6 +14,9 @@ func (s *Service) PullImage(ctx context.Context, req *runtimeapi.PullImageReques
 	if ref == "" {
 		return nil, invalidf("image is required")
 	}
+	if err := s.checkImageHandler(ctx, req.GetImage()); err != nil {
+		return nil, err
+	}
 	var auth registry.AuthConfig
 	if a := req.GetAuth(); a != nil {
 		auth = registry.AuthConfig{

@@ -21,6 +21,9 @@ func (s *Service) RemoveImage(ctx context.Context, req *runtimeapi.RemoveImageRe
 	if ref == "" {
 		return nil, invalidf("image is required")
 	}
+	if err := s.checkImageHandler(ctx, req.GetImage()); err != nil {
+		return nil, err
+	}
 	s.imageRemoval.Lock()
 	defer s.imageRemoval.Unlock()
 	img, err := s.docker.InspectImage(ctx, ref)

@@ -15,6 +15,9 @@ func (s *Service) ImageStatus(ctx context.Context, req *runtimeapi.ImageStatusRe
 	if ref == "" {
 		return nil, invalidf("image is required")
 	}
+	if err := s.checkImageHandler(ctx, req.GetImage()); err != nil {
+		return nil, err
+	}
 	img, err := s.docker.InspectImage(ctx, ref)
 	if libdocker.IsNotFound(err) {
 		return &runtimeapi.ImageStatusResponse{}, nil

@@ -44,7 +44,9 @@ func (s *Service) Status(ctx context.Context, req *runtimeapi.StatusRequest) (*r
 	resp := &runtimeapi.StatusResponse{
 		Status:          &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{runtimeReady, networkReady}},
 		RuntimeHandlers: s.runtimeHandlers(ctx, dockerUp),
-		Features:        &runtimeapi.RuntimeFeatures{SupplementalGroupsPolicy: false},
+		// Neither the Strict supplemental groups policy nor a bind's noexec, nodev or nosuid
+		// reaches a container through Docker's API: CreateContainer refuses both.
+		Features: &runtimeapi.RuntimeFeatures{SupplementalGroupsPolicy: false, MountOptions: false},
 	}
 	if req.Verbose {
 		// sandboxImage is the key upstream writes and kubeadm reads for its pause image check.

@@ -227,6 +227,9 @@ func mergeImageConfig(c *container.Config, img *ocispec.ImageConfig) {
 	if c.WorkingDir == "" {
 		c.WorkingDir = img.WorkingDir
 	}
+	if c.StopSignal == "" {
+		c.StopSignal = img.StopSignal
+	}
 }
 
 // lookupContainer resolves like the daemon's GetContainer: full ID, exact name, ID prefix.
