@@ -49,6 +49,7 @@ var leaves = []string{
 	"internal/standby",
 	"internal/stats/runscstats",
 	"internal/unifiedcgroup",
+	"internal/procuser",
 	"internal/supervise",
 	"internal/version",
 }

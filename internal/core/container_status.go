@@ -89,6 +89,7 @@ func (s *Service) ContainerStatus(ctx context.Context, req *runtimeapi.Container
 		}
 		st.Message = state.Error
 	}
+	st.User = s.containerUser(c)
 	if st.State == runtimeapi.ContainerState_CONTAINER_EXITED {
 		// The kubelet reads the log once it sees the container exited: let the last lines land.
 		drainCtx, cancel := context.WithTimeout(ctx, drainTimeout)

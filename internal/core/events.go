@@ -282,6 +282,7 @@ func (b *eventBroker) handle(ctx context.Context, c store.Change) error {
 	old, seen := b.known[c.ID]
 	if typ == runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT {
 		delete(b.known, c.ID)
+		b.s.users.Forget(c.ID)
 	} else {
 		b.known[c.ID] = k
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/cri-dockerd/cri-dockerd/internal/keyedmutex"
 	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
 	"github.com/cri-dockerd/cri-dockerd/internal/network"
+	"github.com/cri-dockerd/cri-dockerd/internal/procuser"
 	"github.com/cri-dockerd/cri-dockerd/internal/stats"
 	"github.com/cri-dockerd/cri-dockerd/internal/store"
 )
@@ -129,6 +130,8 @@ type Service struct {
 	// imageVolumes knows which containers mount which images (internal/imagevolume); rebuilt
 	// from container labels at start.
 	imageVolumes *imagevolume.Manager
+	// users keeps the identity each container's first process ran with (container_user.go).
+	users procuser.Cache
 	// sandboxList and containerList are the whole lists last built, given again while nothing
 	// they are made of changed (list_cache.go). Never changed once built: callers share them.
 	sandboxList   keptListCache[*runtimeapi.ListPodSandboxResponse]

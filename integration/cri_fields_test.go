@@ -1,0 +1,90 @@
+//go:build integration
+
+package integration
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// The CRI 1.37 fields on a real Docker: stop_signal is what StopContainer sends, the status
+// reports it and the user the first process runs with; mount_options and an unknown image
+// runtime_handler are refused before Docker creates anything.
+func TestCRIFieldsOnDocker(t *testing.T) {
+	d := StartDaemon(t, "--network-plugin=")
+	podCfg := newPodConfig(t, "crifields")
+	sandboxID := runPod(t, d, podCfg, "")
+
+	// Only SIGUSR1 ends it at once with 0: SIGTERM is ignored by a shell as PID 1, so a stop
+	// with Docker's default signal would wait out the timeout and kill (137).
+	cfg := containerConfig("usr1", `trap "echo got-usr1; exit 0" USR1; echo ready; while true; do sleep 0.1; done`)
+	cfg.StopSignal = runtimeapi.Signal_SIGNAL_SIGUSR1
+	sc := cfg.Linux.SecurityContext
+	sc.RunAsUser = &runtimeapi.Int64Value{Value: 1000}
+	sc.RunAsGroup = &runtimeapi.Int64Value{Value: 3000}
+	sc.SupplementalGroups = []int64{5000}
+	id := createContainer(t, d, sandboxID, podCfg, cfg)
+	startContainer(t, d, id)
+	status := func() *runtimeapi.ContainerStatus {
+		t.Helper()
+		resp, err := d.Runtime.ContainerStatus(t.Context(), &runtimeapi.ContainerStatusRequest{ContainerId: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Status
+	}
+	wantUser := func(when string, st *runtimeapi.ContainerStatus) {
+		t.Helper()
+		u := st.GetUser().GetLinux()
+		if u == nil || u.Uid != 1000 || u.Gid != 3000 || !slices.Contains(u.SupplementalGroups, 5000) {
+			t.Errorf("%s: user %v, want uid 1000, gid 3000 and group 5000", when, u)
+		}
+	}
+	st := status()
+	if st.StopSignal != runtimeapi.Signal_SIGNAL_SIGUSR1 {
+		t.Errorf("running: stop_signal %v, want SIGUSR1", st.StopSignal)
+	}
+	wantUser("running", st)
+	if _, err := d.Runtime.StopContainer(t.Context(), &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: 60}); err != nil {
+		t.Fatal(err)
+	}
+	st = waitExited(t, d, id)
+	if st.ExitCode != 0 {
+		t.Errorf("stopped: exit code %d, want 0 (the trap of SIGUSR1)", st.ExitCode)
+	}
+	if log, err := os.ReadFile(st.LogPath); err != nil || !strings.Contains(string(log), "got-usr1") {
+		t.Errorf("log %q (%v): the container never got SIGUSR1", log, err)
+	}
+	wantUser("exited", st)
+
+	// Without a stop signal: Docker's default, SIGTERM.
+	plain := createContainer(t, d, sandboxID, podCfg, containerConfig("plain", sleeper))
+	resp, err := d.Runtime.ContainerStatus(t.Context(), &runtimeapi.ContainerStatusRequest{ContainerId: plain})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Status.StopSignal != runtimeapi.Signal_SIGNAL_SIGTERM {
+		t.Errorf("no stop signal given: stop_signal %v, want SIGTERM", resp.Status.StopSignal)
+	}
+
+	before := len(podContainers(t, podCfg.Metadata))
+	opts := containerConfig("noexec", sleeper)
+	opts.Mounts = []*runtimeapi.Mount{{HostPath: t.TempDir(), ContainerPath: "/data", MountOptions: []string{"noexec"}}}
+	_, err = d.Runtime.CreateContainer(t.Context(), &runtimeapi.CreateContainerRequest{PodSandboxId: sandboxID, Config: opts, SandboxConfig: podCfg})
+	wantCode(t, err, codes.InvalidArgument, `"noexec"`, "/data")
+	if after := len(podContainers(t, podCfg.Metadata)); after != before {
+		t.Errorf("a refused mount option left %d containers", after-before)
+	}
+
+	_, err = d.Images.ImageStatus(t.Context(), &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: busyboxImage, RuntimeHandler: "crid-no-such-handler"}})
+	wantCode(t, err, codes.InvalidArgument, `"crid-no-such-handler"`)
+	img, err := d.Images.ImageStatus(t.Context(), &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: busyboxImage, RuntimeHandler: "runc"}})
+	if err != nil || img.Image == nil {
+		t.Errorf("ImageStatus with handler runc: %v, %v", img, err)
+	}
+}

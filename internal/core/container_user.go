@@ -1,0 +1,28 @@
+package core
+
+import (
+	"github.com/docker/docker/api/types/container"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/procuser"
+)
+
+// containerUser is ContainerStatus.user: the uid, gid and supplemental groups the container's
+// first process has (the kubelet's status.containerStatuses[].user), read from the host's
+// /proc while it runs and kept for after. nil when it was never seen running here, or when
+// its process is not a host process of the container (gVisor, a VM runtime).
+func (s *Service) containerUser(c *container.InspectResponse) *runtimeapi.ContainerUser {
+	if c.State != nil && c.State.Running && c.State.Pid > 0 {
+		u, err := procuser.Read(s.stats.Host().Proc(), c.State.Pid, c.ID)
+		if err == nil {
+			s.users.Put(c.ID, u)
+		} else {
+			s.log.WithError(err).Debugf("container %s: no user in its status", c.ID)
+		}
+	}
+	u, ok := s.users.Get(c.ID)
+	if !ok {
+		return nil
+	}
+	return &runtimeapi.ContainerUser{Linux: &runtimeapi.LinuxContainerUser{Uid: u.UID, Gid: u.GID, SupplementalGroups: u.Groups}}
+}
