@@ -3,7 +3,9 @@
 package integration
 
 import (
+	"encoding/json"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -86,5 +88,52 @@ func TestCRIFieldsOnDocker(t *testing.T) {
 	img, err := d.Images.ImageStatus(t.Context(), &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: busyboxImage, RuntimeHandler: "runc"}})
 	if err != nil || img.Image == nil {
 		t.Errorf("ImageStatus with handler runc: %v, %v", img, err)
+	}
+}
+
+// Status's recursive read-only support per handler follows the OCI features Docker reports for
+// each runtime (Docker 25+): a runtime listing "rro" has it whatever its name (the test's
+// runc wrapper), and one reporting none is judged by name (gVisor: no).
+func TestRecursiveReadOnlyFollowsDockersRuntimeFeatures(t *testing.T) {
+	d := StartDaemon(t, "--network-plugin=")
+	info, err := suite.docker.Info(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := d.Runtime.Status(t.Context(), &runtimeapi.StatusRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, h := range st.RuntimeHandlers {
+		got[h.Name] = h.Features.GetRecursiveReadOnlyMounts()
+	}
+	withFeatures := 0
+	for name, rt := range info.Runtimes {
+		raw := rt.Status["org.opencontainers.runtime-spec.features"]
+		if raw == "" {
+			if strings.HasPrefix(filepath.Base(rt.Path), "runsc") && got[name] {
+				t.Errorf("handler %q (gVisor, no OCI features) reports recursive read-only mounts", name)
+			}
+			continue
+		}
+		withFeatures++
+		var features struct {
+			MountOptions []string `json:"mountOptions"`
+		}
+		if err := json.Unmarshal([]byte(raw), &features); err != nil {
+			t.Fatalf("runtime %q's features: %v", name, err)
+		}
+		if want := slices.Contains(features.MountOptions, "rro"); got[name] != want {
+			t.Errorf("handler %q: recursive read-only %v, but Docker's features of it list rro: %v", name, got[name], want)
+		}
+	}
+	t.Logf("Docker %s: %d of %d runtimes report OCI features; handlers: %v", info.ServerVersion, withFeatures, len(info.Runtimes), got)
+	if withFeatures == 0 {
+		for name, rro := range got {
+			if rro && name != "" && name != "runc" && name != "io.containerd.runc.v2" && name != info.DefaultRuntime {
+				t.Errorf("handler %q reports recursive read-only mounts with no OCI features from Docker", name)
+			}
+		}
 	}
 }

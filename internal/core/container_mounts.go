@@ -2,6 +2,8 @@ package core
 
 import (
 	"context"
+	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -136,7 +138,8 @@ func (s *Service) selinuxEnabled(ctx context.Context) bool {
 
 // recursiveReadOnlySupported reports whether the node can make mounts read-only recursively
 // with the Docker runtime dockerRuntime ("" is Docker's default): Docker 25, a kernel with
-// mount_setattr, and runc, whose support is known (other runtimes report nothing to Docker).
+// mount_setattr, and a runtime whose OCI features (in Docker's /info) list "rro"; for a runtime
+// without them, runc's known support.
 func recursiveReadOnlySupported(info *dockerInfo, dockerRuntime string) bool {
 	if !featuresOf(info.APIVersion).readOnlyModes || !kernelAtLeast(info.KernelVersion, 5, 12) {
 		return false
@@ -144,7 +147,32 @@ func recursiveReadOnlySupported(info *dockerInfo, dockerRuntime string) bool {
 	if dockerRuntime == "" {
 		dockerRuntime = info.DefaultRuntime
 	}
+	if options, ok := ociMountOptions(info, dockerRuntime); ok {
+		return slices.Contains(options, "rro")
+	}
+	// No features reported (Docker before 25, a shim v2 runtime, a runtime without a
+	// `features` command): runc is known to make them, others are not.
 	return dockerRuntime == "runc" || dockerRuntime == "io.containerd.runc.v2"
+}
+
+// ociFeaturesKey is where Docker (25+) puts, in /info's runtime status, the OCI features it
+// read from the runtime's binary (`RUNTIME features`).
+const ociFeaturesKey = "org.opencontainers.runtime-spec.features"
+
+// ociMountOptions are the mount options Docker says runtime's binary supports; false when
+// Docker reports no features for it, or features it cannot read.
+func ociMountOptions(info *dockerInfo, runtime string) ([]string, bool) {
+	raw := info.Runtimes[runtime].Status[ociFeaturesKey]
+	if raw == "" {
+		return nil, false
+	}
+	var features struct {
+		MountOptions []string `json:"mountOptions"`
+	}
+	if err := json.Unmarshal([]byte(raw), &features); err != nil {
+		return nil, false
+	}
+	return features.MountOptions, true
 }
 
 // kernelAtLeast compares a kernel release such as "6.1.0-18-amd64" with major.minor.

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"strings"
@@ -199,5 +200,50 @@ func TestMountOptionsRefused(t *testing.T) {
 	}
 	if st.Features == nil || st.Features.MountOptions {
 		t.Errorf("features %v: want mount_options false", st.Features)
+	}
+}
+
+// Docker 25+ reports each runtime's OCI features: recursive read-only support is what they
+// say ("rro" among the mount options), and runc's name decides only where there are none.
+func TestRecursiveReadOnlyFromRuntimeFeatures(t *testing.T) {
+	fake := libdocker.NewFake()
+	fake.SetAPIVersion("1.44")
+	features := func(options ...string) map[string]string {
+		raw, _ := json.Marshal(map[string]any{"ociVersionMin": "1.0.0", "mountOptions": options})
+		return map[string]string{"org.opencontainers.runtime-spec.features": string(raw)}
+	}
+	fake.AddRuntime("crun", "/usr/bin/crun")
+	fake.SetRuntimeStatus("crun", features("bind", "ro", "rro", "rbind"))
+	fake.AddRuntime("old-runc", "/usr/local/bin/runc-1.1")
+	fake.SetRuntimeStatus("old-runc", features("bind", "ro", "rbind"))
+	fake.AddRuntime("runc", "runc")
+	fake.SetRuntimeStatus("runc", features("bind", "ro", "rbind")) // a runc older than 1.1's rro
+	fake.AddRuntime("garbled", "/usr/bin/garbled")
+	fake.SetRuntimeStatus("garbled", map[string]string{"org.opencontainers.runtime-spec.features": "{not json"})
+	fake.AddRuntime("io.containerd.runc.v2", "runc")
+	fake.AddRuntime("kata", "/usr/bin/kata-runtime")
+	s := newTestService(t, fake, Options{RuntimeHandlerAliases: map[string]string{"fast": "crun"}})
+	st, err := s.Status(context.Background(), &runtimeapi.StatusRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{
+		"crun": true, "fast": true, // its features say rro
+		"old-runc": false, "runc": false, // features without rro, whatever the name
+		"io.containerd.runc.v2": true,  // no features: runc by name
+		"kata":                  false, // no features, not runc
+		"garbled":               false, // unreadable features: the name rule
+	}
+	seen := 0
+	for _, h := range st.RuntimeHandlers {
+		if w, ok := want[h.Name]; ok {
+			seen++
+			if got := h.Features.GetRecursiveReadOnlyMounts(); got != w {
+				t.Errorf("handler %q: recursive read-only %v, want %v", h.Name, got, w)
+			}
+		}
+	}
+	if seen != len(want) {
+		t.Errorf("%d of the %d handlers listed: %v", seen, len(want), st.RuntimeHandlers)
 	}
 }
