@@ -438,19 +438,8 @@ func (b *eventBroker) publish(ctx context.Context, id string, typ runtimeapi.Con
 		return err
 	}
 	if k.sandboxID != "" {
-		list, err := b.s.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{PodSandboxId: k.sandboxID}})
-		if err != nil {
+		if ev.ContainersStatuses, err = b.s.podContainerStatuses(ctx, k.sandboxID); err != nil {
 			return err
-		}
-		for _, c := range list.Containers {
-			st, err := b.s.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: c.Id})
-			switch {
-			case err == nil:
-				ev.ContainersStatuses = append(ev.ContainersStatuses, st.Status)
-			case !dockerUnreachable(err): // removed since the list, say: not the pod's any more
-			default:
-				return err
-			}
 		}
 	}
 	b.mu.Lock()
@@ -480,7 +469,7 @@ func (b *eventBroker) sandboxStatusOf(ctx context.Context, sandboxID string, att
 	if sandboxID == "" {
 		return nil, nil
 	}
-	resp, err := b.s.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: sandboxID})
+	resp, err := b.s.podSandboxStatus(ctx, sandboxID, false)
 	if err == nil {
 		b.mu.Lock()
 		b.sandboxStatus[sandboxID] = resp.Status

@@ -45,12 +45,51 @@ func isNotFoundStatus(err error) bool {
 	return status.Code(err) == codes.NotFound
 }
 
-// PodSandboxStatus reports a sandbox from one Docker inspect: no process is forked.
+// PodSandboxStatus reports a sandbox from one Docker inspect (no process is forked), with
+// the statuses of all its containers and the time they were read from: the kubelet's Evented
+// PLEG then takes the pod's whole status from this one call.
 func (s *Service) PodSandboxStatus(ctx context.Context, req *runtimeapi.PodSandboxStatusRequest) (*runtimeapi.PodSandboxStatusResponse, error) {
 	id := req.GetPodSandboxId()
 	if id == "" {
 		return nil, invalidf("pod_sandbox_id is required")
 	}
+	// Taken before anything is read: the kubelet keeps a pod's status only if it is newer
+	// than the one it has.
+	at := time.Now()
+	resp, err := s.podSandboxStatus(ctx, id, req.Verbose)
+	if err != nil {
+		return nil, err
+	}
+	if resp.ContainersStatuses, err = s.podContainerStatuses(ctx, resp.Status.Id); err != nil {
+		return nil, err
+	}
+	resp.Timestamp = at.UnixNano()
+	return resp, nil
+}
+
+// podContainerStatuses are the statuses, as ContainerStatus gives them, of every container of
+// sandbox sandboxID: what PodSandboxStatus and each container event carry.
+func (s *Service) podContainerStatuses(ctx context.Context, sandboxID string) ([]*runtimeapi.ContainerStatus, error) {
+	list, err := s.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{PodSandboxId: sandboxID}})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*runtimeapi.ContainerStatus, 0, len(list.Containers))
+	for _, c := range list.Containers {
+		st, err := s.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: c.Id})
+		switch {
+		case err == nil:
+			out = append(out, st.Status)
+		case !dockerUnreachable(err): // removed since the list, say: not the pod's any more
+		default:
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// podSandboxStatus is PodSandboxStatus without its containers.
+func (s *Service) podSandboxStatus(ctx context.Context, id string, verbose bool) (*runtimeapi.PodSandboxStatusResponse, error) {
 	c, err := s.inspectSandbox(ctx, id)
 	if isNotFoundStatus(err) {
 		// Removed behind our back: NOTREADY while its containers or checkpoint are left.
@@ -59,7 +98,7 @@ func (s *Service) PodSandboxStatus(ctx context.Context, req *runtimeapi.PodSandb
 			return nil, gerr
 		}
 		if g != nil {
-			return s.goneSandboxStatus(g, req.Verbose), nil
+			return s.goneSandboxStatus(g, verbose), nil
 		}
 		return nil, err
 	}
@@ -103,7 +142,7 @@ func (s *Service) PodSandboxStatus(ctx context.Context, req *runtimeapi.PodSandb
 		st.Network.Ip, st.Network.AdditionalIps = podIPs(c)
 	}
 	resp := &runtimeapi.PodSandboxStatusResponse{Status: st}
-	if req.Verbose {
+	if verbose {
 		raw, _ := json.Marshal(c)
 		resp.Info = map[string]string{"info": string(raw)}
 	}
