@@ -19,13 +19,14 @@ import (
 // The kubelet's CRI metrics (PodAndContainerStatsFromCRI): the cAdvisor metrics of each pod's
 // containers, from the same stats cache as ContainerStats, plus what only the node can tell
 // (open files and sockets of the container's processes, OOM kills, kernel memory), read from
-// /proc and the container's cgroup. Metrics carry the labels id, name and image (the kubelet
-// adds container, pod and namespace), and some one more (interface, device, ...).
+// /proc and the container's cgroup. Metrics carry cAdvisor's labels id, name, image, container,
+// pod and namespace (the kubelet passes them on as they are; "POD" is the sandbox's container),
+// and some one more (interface, device, ...).
 //
 // Not reported: hugetlb, pressure (PSI), ulimits and memory reservation, which Docker's stats
 // lack and the CRI validation suite lists as not yet implemented by runtimes.
 
-var metricBaseLabels = []string{"id", "name", "image"}
+var metricBaseLabels = []string{"id", "name", "image", "container", "pod", "namespace"}
 
 type metricDesc struct {
 	name   string
@@ -151,14 +152,14 @@ func (s *Service) listPodSandboxMetrics(ctx context.Context) ([]*runtimeapi.PodS
 			if len(nets) == 0 && snap.Meta != nil && snap.Meta.Pid > 0 && !snap.Meta.HostNetwork {
 				nets, _ = s.stats.Host().NetDev(snap.Meta.Pid)
 			}
-			pm.Metrics = networkMetrics(metricLabels(sb.ID, snap.Meta), nets, snap.Cur.At)
+			pm.Metrics = networkMetrics(metricLabels(sb.ID, snap.Meta, sb.name), nets, snap.Cur.At)
 		}
 		for _, c := range byPod[sb.ID] {
 			snap, ok := snaps[c.ID]
 			if !ok || !snap.Cur.Running || snap.Cur.Raw == nil {
 				continue
 			}
-			pm.ContainerMetrics = append(pm.ContainerMetrics, &runtimeapi.ContainerMetrics{ContainerId: c.ID, Metrics: containerMetrics(c.ID, snap, fs, s.stats.Host(), now)})
+			pm.ContainerMetrics = append(pm.ContainerMetrics, &runtimeapi.ContainerMetrics{ContainerId: c.ID, Metrics: containerMetrics(metricLabels(c.ID, snap.Meta, c.name), snap, fs, s.stats.Host(), now)})
 		}
 		out = append(out, pm)
 	}
@@ -166,11 +167,12 @@ func (s *Service) listPodSandboxMetrics(ctx context.Context) ([]*runtimeapi.PodS
 }
 
 // metricLabels are the base label values of a container.
-func metricLabels(id string, meta *stats.Meta) []string {
-	if meta == nil {
-		return []string{id, "", ""}
+func metricLabels(id string, meta *stats.Meta, name parsedName) []string {
+	dockerName, image := "", ""
+	if meta != nil {
+		dockerName, image = meta.Name, meta.Image
 	}
-	return []string{id, meta.Name, meta.Image}
+	return []string{id, dockerName, image, name.container, name.pod, name.namespace}
 }
 
 // metricSet builds the metrics of one container, all with its base labels.
@@ -231,9 +233,9 @@ func (s *Service) filesystemOf(ctx context.Context) nodeFS {
 
 // containerMetrics converts a container's snapshot, and what /proc and its cgroup say, into
 // metrics. Seconds are whole seconds: CRI metric values are integers.
-func containerMetrics(id string, snap stats.Snapshot, fs nodeFS, host stats.Host, now time.Time) []*runtimeapi.Metric {
+func containerMetrics(base []string, snap stats.Snapshot, fs nodeFS, host stats.Host, now time.Time) []*runtimeapi.Metric {
 	cur, raw, meta := snap.Cur, snap.Cur.Raw, snap.Meta
-	m := &metricSet{base: metricLabels(id, meta), ts: cur.At.UnixNano()}
+	m := &metricSet{base: base, ts: cur.At.UnixNano()}
 	sec := func(ns uint64) uint64 { return ns / uint64(time.Second) }
 	cpu := raw.CPUStats
 	m.add("container_cpu_usage_seconds_total", false, sec(cpu.CPUUsage.TotalUsage), "total")

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -52,11 +53,19 @@ func TestPodSandboxMetricsMatchTheirDescriptors(t *testing.T) {
 	if pm.PodSandboxId != podID || len(pm.ContainerMetrics) != 1 || pm.ContainerMetrics[0].ContainerId != id {
 		t.Fatalf("pod metrics of %q, containers %v", pm.PodSandboxId, pm.ContainerMetrics)
 	}
-	// Every metric is labelled with the container's id, Docker name and image.
+	// Every metric is labelled as cAdvisor labels it: the container's id, Docker name and image,
+	// and its CRI container, pod and namespace names (the sandbox's container is "POD").
 	c, _ := fake.InspectContainer(ctx, id)
 	for _, m := range pm.ContainerMetrics[0].Metrics {
-		if len(m.LabelValues) < 3 || m.LabelValues[0] != id || m.LabelValues[1] != strings.TrimPrefix(c.Name, "/") || m.LabelValues[2] != c.Config.Image {
-			t.Errorf("metric %s labelled %q, want %s, %s, %s", m.Name, m.LabelValues, id, c.Name, c.Config.Image)
+		want := []string{id, strings.TrimPrefix(c.Name, "/"), c.Config.Image, "c", podCfg.Metadata.Name, podCfg.Metadata.Namespace}
+		if len(m.LabelValues) < 6 || !slices.Equal(m.LabelValues[:6], want) {
+			t.Errorf("metric %s labelled %q, want %q first", m.Name, m.LabelValues, want)
+			break
+		}
+	}
+	for _, m := range pm.Metrics {
+		if len(m.LabelValues) < 6 || m.LabelValues[0] != podID || m.LabelValues[3] != "POD" || m.LabelValues[4] != podCfg.Metadata.Name {
+			t.Errorf("pod metric %s labelled %q, want the sandbox's id, POD and the pod's name", m.Name, m.LabelValues)
 			break
 		}
 	}

@@ -17,6 +17,10 @@
 #     log), `kubectl logs` and `kubectl exec` work on it; a RuntimeClass `gvisor` pod is Running
 #     on gVisor (kubectl exec shows gVisor's kernel and dmesg) with its logs; a RuntimeClass
 #     with an unknown handler gives a FailedCreatePodSandBox event with our message.
+#  3. the same kubelet again with the EventedPLEG, PodAndContainerStatsFromCRI and
+#     ContainerStopSignals gates: a pod starts, a crashing container restarts through our events,
+#     /metrics/cadvisor and the summary show the pod's cpu and memory, stopSignal and user reach
+#     the pod's status, and the pod is deleted with nothing left.
 # E2E_DENSITY=COUNTS replaces 1 and the checks of 2 with the density run of density.py (make
 # bench-density). Prints the time to Running of each pod. Exits non-zero on any failed check. Everything it
 # starts (processes, pods, bridge, cgroups, temp dirs, kernel tunables the kubelet sets) is
@@ -339,7 +343,8 @@ echo "$TOKEN,e2e-admin,e2e-admin,system:masters" >"$RUN/apiserver/tokens.csv"
   --service-account-key-file "$RUN/apiserver/sa.pub" --service-account-signing-key-file "$RUN/apiserver/sa.key" \
   --service-cluster-ip-range 10.96.213.0/24 --authorization-mode AlwaysAllow \
   --token-auth-file "$RUN/apiserver/tokens.csv" --endpoint-reconciler-type none \
-  --kubelet-preferred-address-types InternalIP --v=1 >"$OUT/kube-apiserver.log" 2>&1 &
+  --kubelet-preferred-address-types InternalIP --feature-gates ContainerStopSignals=true \
+  --v=1 >"$OUT/kube-apiserver.log" 2>&1 &
 pids[apiserver]=$!
 cat >"$RUN/kubeconfig" <<EOF
 apiVersion: v1
@@ -576,6 +581,110 @@ else
 fi
 left=$(crictl pods --state ready -q)
 [[ -z $left ]] && pass "no Ready sandbox left in cri-dockerd" || fail "Ready sandboxes left after the delete: $left"
+
+# --- 3. the kubelet's CRI gates ---------------------------------------------------------------------
+# EventedPLEG: pod statuses come from our GetContainerEvents and PodSandboxStatus (the generic
+# relist then runs every 300 s only, so restarts seen within 60 s were seen through the events).
+# PodAndContainerStatsFromCRI: /metrics/cadvisor and the summary API from our CRI stats.
+# ContainerStopSignals: lifecycle.stopSignal reaches Docker. And the status's user.
+echo "== 3. kubelet with EventedPLEG, PodAndContainerStatsFromCRI and ContainerStopSignals"
+stop_proc kubelet 20
+K3=$RUN/kubelet-gates
+hz=$(kubelet_config "$K3")
+echo "featureGates: {EventedPLEG: true, PodAndContainerStatsFromCRI: true, ContainerStopSignals: true}" >>"$K3/config.yaml"
+t0=$(now)
+start_kubelet "$K3" "$hz" --kubeconfig "$RUN/kubeconfig"
+wait_for 90 kubectl wait --for=condition=Ready "node/$NODE" --timeout=2s || die "node $NODE not Ready within 90 s under the gates"
+log "kubelet with the gates: node Ready after $(since "$t0") s (log: $OUT/kubelet-gates.log)"
+t0=$(now)
+kubectl create -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: e2e-gates, namespace: $NS}
+spec:
+  nodeName: $NODE
+  os: {name: linux}
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: 30
+  securityContext: {runAsUser: 1000, runAsGroup: 3000, supplementalGroups: [5000]}
+  containers:
+  - name: main
+    image: $BUSYBOX_IMAGE
+    imagePullPolicy: Never
+    # Three seconds of CPU first: CRI metrics count whole seconds.
+    command: [sh, -c, 'trap "echo got-usr1; exit 0" USR1; end=\$((\$(date +%s) + 3)); while [ \$(date +%s) -lt \$end ]; do :; done; while true; do sleep 0.2; done']
+    lifecycle: {stopSignal: SIGUSR1}
+  - name: crasher
+    image: $BUSYBOX_IMAGE
+    imagePullPolicy: Never
+    command: [sh, -c, 'sleep 2; exit 3']
+EOF
+cs() { kubectl get pod e2e-gates -o "jsonpath={.status.containerStatuses[?(@.name==\"$1\")]$2}" 2>/dev/null; }
+main_running() { [[ -n $(cs main .state.running.startedAt) ]]; }
+if wait_for 90 main_running; then
+  pass "pod e2e-gates Running after $(since "$t0") s under EventedPLEG"
+else
+  fail "pod e2e-gates not Running within 90 s under EventedPLEG"
+  kubectl describe pod e2e-gates | tail -20 >&2 || true
+fi
+restarted() { (($(cs crasher .restartCount || echo 0) >= 2)); }
+if wait_for 60 restarted; then
+  pass "crasher restarted twice $(since "$t0") s after the pod's creation (last exit code $(cs crasher .lastState.terminated.exitCode))"
+else
+  fail "crasher not restarted twice within 60 s: $(cs crasher)"
+fi
+sig=$(cs main .stopSignal)
+mainid=$(cs main .containerID)
+mainid=${mainid#docker://}
+dsig=$(dockerp inspect -f '{{.Config.StopSignal}}' "$mainid" 2>&1)
+[[ $sig == SIGUSR1 && $dsig == SIGUSR1 ]] && pass "stopSignal SIGUSR1 in the pod status and in Docker's StopSignal" ||
+  fail "stopSignal: pod status '$sig', Docker '$dsig', want SIGUSR1"
+user=$(cs main .user.linux)
+python3 -c 'import json,sys; u=json.loads(sys.argv[1]); sys.exit(0 if u["uid"]==1000 and u["gid"]==3000 and 5000 in u.get("supplementalGroups",[]) else 1)' "$user" 2>/dev/null &&
+  pass "status user: $user" || fail "status user '$user', want uid 1000, gid 3000, group 5000"
+# Prometheus text: NAME{LABELS} VALUE [TIMESTAMP]
+cadvisor_has() {
+  kubectl get --raw "/api/v1/nodes/$NODE/proxy/metrics/cadvisor" 2>/dev/null | python3 -c '
+import re, sys
+want = {"container_cpu_usage_seconds_total": 0.0, "container_memory_working_set_bytes": 0.0}
+for line in sys.stdin:
+    m = re.match(r"(\w+)\{(.*)\} (\S+)", line)
+    if m and m.group(1) in want and "pod=\"e2e-gates\"" in m.group(2) and "container=\"main\"" in m.group(2):
+        want[m.group(1)] = max(want[m.group(1)], float(m.group(3)))
+sys.exit(0 if all(v > 0 for v in want.values()) else 1)'
+}
+if wait_for 60 cadvisor_has; then
+  pass "/metrics/cadvisor (from our ListPodSandboxMetrics): cpu and working set of e2e-gates/main"
+else
+  fail "/metrics/cadvisor lacks non-zero cpu/memory for e2e-gates/main: $(kubectl get --raw "/api/v1/nodes/$NODE/proxy/metrics/cadvisor" 2>&1 | tee "$OUT/cadvisor.txt" | grep -c e2e-gates) lines name the pod (all in $OUT/cadvisor.txt)"
+fi
+summary_gates() {
+  kubectl get --raw "/api/v1/nodes/$NODE/proxy/stats/summary" 2>/dev/null | python3 -c '
+import json, sys
+pods = [p for p in json.load(sys.stdin).get("pods", []) if p["podRef"]["name"] == "e2e-gates"]
+c = [c for p in pods for c in p.get("containers", []) if c["name"] == "main"]
+sys.exit(0 if c and c[0].get("memory", {}).get("workingSetBytes", 0) > 0 and c[0].get("cpu", {}).get("usageCoreNanoSeconds", 0) > 0 else 1)'
+}
+wait_for 40 summary_gates && pass "summary API under PodAndContainerStatsFromCRI: cpu and memory of e2e-gates/main" ||
+  fail "summary API has no cpu/memory for e2e-gates/main under PodAndContainerStatsFromCRI"
+t0=$(now)
+if kubectl delete pod e2e-gates --wait --timeout=60s >/dev/null 2>&1; then
+  pass "pod e2e-gates deleted in $(since "$t0") s"
+else
+  fail "pod e2e-gates not deleted within 60 s"
+fi
+# SIGUSR1's trap exits 0; the kill at the end of the 30 s grace would be 137. Read before the
+# kubelet's container GC (every minute) removes the container.
+code=$(dockerp inspect -f '{{.State.ExitCode}}' "$mainid" 2>&1)
+[[ $code == 0 ]] && pass "main stopped by its SIGUSR1 (exit code 0)" || fail "main's exit code after the delete: $code, want 0 (SIGUSR1's trap)"
+gone() { [[ -z $(dockerp ps -aq --filter label=io.kubernetes.pod.name=e2e-gates) ]]; }
+wait_for 150 gone && pass "nothing left in Docker for e2e-gates $(since "$t0") s after the delete (the kubelet's GC)" ||
+  fail "containers left for e2e-gates: $(dockerp ps -a --filter label=io.kubernetes.pod.name=e2e-gates --format '{{.Names}} {{.Status}}')"
+# The relist stays quiet: no fallback from the event stream, no event without its pod.
+# ("pleg has yet to be successful" is the kubelet's first second, before its first relist.)
+noisy=$(grep -cE 'Evented PLEG: (failed|disabling|received ContainerEventResponse with nil)|pleg was last seen active' "$OUT/kubelet-gates.log" || true)
+((noisy == 0)) && pass "kubelet log: no Evented PLEG failure or fallback, PLEG healthy" ||
+  fail "kubelet log: $noisy Evented PLEG failure lines: $(grep -E 'Evented PLEG|pleg was last seen' "$OUT/kubelet-gates.log" | head -3)"
 
 echo "== e2e: $failures failed check(s); logs in $OUT"
 ((failures == 0))
