@@ -53,6 +53,12 @@ sock=/run/crid-critest.sock
 printf 'runtime-endpoint: unix://%s\nimage-endpoint: unix://%s\ntimeout: 120\n' "$sock" "$sock" >/etc/crictl.yaml
 wait_for 120 "$bin/crictl" version || { log "cri-dockerd does not serve"; tail -20 "$VM_OUT/cri-dockerd.log"; exit 1; }
 log "cri-dockerd serves"
+# critest's AppArmor specs load and remove their profiles with `sudo apparmor_parser`; the
+# guest runs this as root and has no sudo.
+if ! command -v sudo >/dev/null; then
+	printf '#!/bin/sh\nexec "$@"\n' >/usr/local/bin/sudo
+	chmod 0755 /usr/local/bin/sudo
+fi
 args=(-config /etc/crictl.yaml -runtime-endpoint "unix://$sock" -image-endpoint "unix://$sock"
 	"-ginkgo.junit-report=$VM_OUT/junit.xml" -ginkgo.timeout=60m -ginkgo.no-color -ginkgo.v)
 focus=$(cat "$VM_IN/focus")
