@@ -105,7 +105,7 @@ func validateContainerConfig(cfg *runtimeapi.ContainerConfig) error {
 		if len(m.MountOptions) > 0 {
 			// Docker's binds take ro, propagation and SELinux relabelling only (Status says
 			// features.mount_options false).
-			return invalidf("mount %q -> %q: mount option %q: Docker cannot apply mount_options to a bind", m.HostPath, m.ContainerPath, m.MountOptions[0])
+			return invalidf("mount %q -> %q: mount option %q: %s", m.HostPath, m.ContainerPath, m.MountOptions[0], mountOptionsRefusal)
 		}
 		if m.GetImage().GetImage() != "" {
 			if err := imagevolume.ValidateMount(m); err != nil {

@@ -44,7 +44,7 @@ func (s *Service) applySecurityContext(ctx context.Context, cc *container.Config
 		return invalidf("container supplemental_groups_policy: unknown policy %d (want Merge or Strict)", sc.SupplementalGroupsPolicy)
 	}
 	if sc.SupplementalGroupsPolicy == runtimeapi.SupplementalGroupsPolicy_Strict {
-		return status.Error(codes.Unimplemented, "supplemental_groups_policy Strict: Docker always adds the groups the image's /etc/group gives the user (policy Merge)")
+		return status.Error(codes.Unimplemented, strictGroupsRefusal)
 	}
 	if err := checkUserNamespace(sc.GetNamespaceOptions().GetUsernsOptions()); err != nil {
 		return err
@@ -190,7 +190,7 @@ func checkUserNamespace(u *runtimeapi.UserNamespace) error {
 	if u == nil || u.Mode == runtimeapi.NamespaceMode_NODE {
 		return nil
 	}
-	return status.Errorf(codes.Unimplemented, "user namespace mode %s: Docker cannot give a pod its own user namespace (only the daemon-wide userns-remap)", u.Mode)
+	return status.Errorf(codes.Unimplemented, "user namespace mode %s: %s", u.Mode, userNamespaceRefusal)
 }
 
 // seccompSecurityOpt is Docker's security option for a seccomp profile: "" keeps Docker's

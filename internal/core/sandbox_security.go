@@ -21,7 +21,7 @@ func applySandboxSecurity(cc *container.Config, hc *container.HostConfig, sc *ru
 		return err
 	}
 	if sc.SupplementalGroupsPolicy == runtimeapi.SupplementalGroupsPolicy_Strict {
-		return status.Error(codes.Unimplemented, "supplemental_groups_policy Strict: Docker always adds the groups the image's /etc/group gives the user (policy Merge)")
+		return status.Error(codes.Unimplemented, strictGroupsRefusal)
 	}
 	// A pod may set run_as_group alone (the image's user keeps running): the group then has
 	// no user to go with, and Docker cannot take a group without one.

@@ -30,11 +30,13 @@ import (
 // Status of a check.
 type Status string
 
-// A failed check makes the doctor exit non-zero; a warning does not.
+// A failed check makes the doctor exit non-zero; a warning does not. Info says what no node
+// can change (what Docker cannot do).
 const (
 	OK   Status = "ok"
 	Warn Status = "warn"
 	Fail Status = "fail"
+	Info Status = "info"
 )
 
 // Check is the result of one check.
