@@ -106,6 +106,12 @@ func (s *Service) containerStats(ctx context.Context, c listed, snap stats.Snaps
 		if cur.HasSwap {
 			out.Swap = &runtimeapi.SwapUsage{Timestamp: ts, SwapUsageBytes: &runtimeapi.UInt64Value{Value: cur.Swap}}
 		}
+		if psi := cur.PSI; psi != nil {
+			out.Cpu.Psi, out.Memory.Psi = criPSI(psi.CPU), criPSI(psi.Memory)
+			if psi.IO != nil {
+				out.Io = &runtimeapi.IoUsage{Timestamp: ts, Psi: criPSI(psi.IO)}
+			}
+		}
 	}
 	if fsu := snap.FS; fsu != nil {
 		out.WritableLayer = &runtimeapi.FilesystemUsage{
@@ -124,4 +130,15 @@ func (s *Service) containerStats(ctx context.Context, c listed, snap stats.Snaps
 // containerd's snapshotter root with the containerd image store (imagefs.go).
 func (s *Service) layersMountpoint(ctx context.Context) string {
 	return s.layers.root(ctx).mountpoint
+}
+
+// criPSI is a pressure file in the CRI's terms (totals in nanoseconds); nil for none.
+func criPSI(p *stats.Pressure) *runtimeapi.PsiStats {
+	if p == nil {
+		return nil
+	}
+	line := func(l stats.PressureLine) *runtimeapi.PsiData {
+		return &runtimeapi.PsiData{Total: l.TotalMicros * 1000, Avg10: l.Avg10, Avg60: l.Avg60, Avg300: l.Avg300}
+	}
+	return &runtimeapi.PsiStats{Some: line(p.Some), Full: line(p.Full)}
 }

@@ -62,6 +62,17 @@ func TestStatsAndMetricsOnCgroupV2(t *testing.T) {
 		t.Errorf("swap %v, want memory.swap.current (Docker reports none on v2)", st.Swap)
 	}
 
+	// PSI from the cgroup's pressure files, totals from microseconds to nanoseconds.
+	if p := st.Cpu.GetPsi(); p.GetSome().GetTotal() != 123456000 || p.GetSome().GetAvg10() != 1.5 || p.GetFull().GetTotal() != 0 {
+		t.Errorf("cpu psi %v, want cpu.pressure's", p)
+	}
+	if p := st.Memory.GetPsi(); p.GetSome().GetTotal() != 4567000 || p.GetFull().GetTotal() != 890000 || p.GetFull().GetAvg60() != 0.02 {
+		t.Errorf("memory psi %v, want memory.pressure's", p)
+	}
+	if io := st.GetIo(); io.GetTimestamp() == 0 || io.GetPsi().GetSome().GetAvg10() != 3.25 || io.GetPsi().GetFull().GetTotal() != 555000000 {
+		t.Errorf("io %v, want io.pressure's", io)
+	}
+
 	pod, err := s.PodSandboxStats(ctx, &runtimeapi.PodSandboxStatsRequest{PodSandboxId: podID})
 	if err != nil {
 		t.Fatal(err)

@@ -86,6 +86,8 @@ type Sample struct {
 	Raw *container.StatsResponse
 	// IO is the cgroup v2 io.stat read with it, for the I/O operations Docker leaves out on v2.
 	IO []IOStat
+	// PSI is the cgroup v2 pressure read with it (Docker reports none); nil on v1.
+	PSI *PSI
 	// forMetrics: Raw holds the figures only the CRI metrics report (cgroup_stats.go reads them
 	// only for containers the metrics asked about within keep; Docker's stats always have them).
 	forMetrics bool
@@ -442,6 +444,7 @@ func (c *Collector) fetch(ctx context.Context, id string, meta *Meta, fsu *FSUsa
 		if sample.forMetrics {
 			sample.IO, _ = readCgroupV2IO(meta.unifiedDir)
 		}
+		sample.PSI = readCgroupV2PSI(meta.unifiedDir)
 	}
 	if sample.Running && meta.runscPath != "" {
 		// The host's pids cgroup counts the Sentry's and the gofer's threads; the kubelet
