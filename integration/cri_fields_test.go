@@ -137,3 +137,27 @@ func TestRecursiveReadOnlyFollowsDockersRuntimeFeatures(t *testing.T) {
 		}
 	}
 }
+
+// Neither engine of the suite runs Docker's experimental checkpoints: CheckpointContainer says
+// what is needed, and writes nothing, even where the kubelet's directory is.
+func TestCheckpointContainerSaysWhatDockerLacks(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "checkpoints")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	d := StartDaemon(t, "--network-plugin=", "--checkpoint-directory="+dir)
+	podCfg := newPodConfig(t, "checkpoint")
+	sandboxID := runPod(t, d, podCfg, "")
+	id := createContainer(t, d, sandboxID, podCfg, containerConfig("app", sleeper))
+	startContainer(t, d, id)
+	_, err := d.Runtime.CheckpointContainer(t.Context(), &runtimeapi.CheckpointContainerRequest{ContainerId: id, Location: filepath.Join(dir, "app.tar")})
+	wantCode(t, err, codes.Unimplemented, `"experimental": true`, "criu")
+	_, err = d.Runtime.CheckpointContainer(t.Context(), &runtimeapi.CheckpointContainerRequest{ContainerId: id, Location: "/etc/crid-checkpoint.tar"})
+	wantCode(t, err, codes.InvalidArgument, dir)
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("written into %s: %v", dir, entries)
+	}
+	if _, err := os.Stat("/etc/crid-checkpoint.tar"); err == nil {
+		t.Error("wrote /etc/crid-checkpoint.tar")
+	}
+}

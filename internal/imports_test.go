@@ -50,6 +50,7 @@ var leaves = []string{
 	"internal/stats/runscstats",
 	"internal/unifiedcgroup",
 	"internal/procuser",
+	"internal/checkpointarchive",
 	"internal/supervise",
 	"internal/version",
 }

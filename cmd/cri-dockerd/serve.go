@@ -153,6 +153,7 @@ func serve(ctx context.Context, cfg *config.Config) error {
 				NetworkPlugin:                cfg.NetworkPlugin,
 				Network:                      netPlugin,
 				RootDirectory:                cfg.RootDirectory,
+				CheckpointDirectory:          cfg.CheckpointDirectory,
 				PodCIDR:                      cfg.PodCIDR,
 				HairpinVeth:                  cfg.HairpinMode != config.HairpinNone && cfg.NetworkPlugin != network.CNIPluginName,
 				Streaming:                    streams,

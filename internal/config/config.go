@@ -6,6 +6,7 @@ package config
 import (
 	"fmt"
 	"net"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -22,9 +23,12 @@ import (
 // Defaults shared with upstream cri-dockerd, so that systemd units and deployment tools that
 // rely on them keep working after a swap of the binary.
 const (
-	DefaultCRIEndpoint            = "unix:///var/run/cri-dockerd.sock"
-	DefaultDockerEndpoint         = "unix:///var/run/docker.sock"
-	DefaultRootDirectory          = "/var/lib/cri-dockerd"
+	DefaultCRIEndpoint    = "unix:///var/run/cri-dockerd.sock"
+	DefaultDockerEndpoint = "unix:///var/run/docker.sock"
+	DefaultRootDirectory  = "/var/lib/cri-dockerd"
+	// DefaultCheckpointDirectory is where the kubelet (root dir /var/lib/kubelet) asks for
+	// container checkpoint archives.
+	DefaultCheckpointDirectory    = "/var/lib/kubelet/checkpoints"
 	DefaultPodInfraImage          = "registry.k8s.io/pause:3.10"
 	DefaultRuntimeRequestTimeout  = 2 * time.Minute
 	DefaultImagePullProgressLimit = time.Minute
@@ -60,6 +64,7 @@ type Config struct {
 	ContainerRuntimeEndpoint  string
 	DockerEndpoint            string
 	RootDirectory             string
+	CheckpointDirectory       string
 	PodInfraContainerImage    string
 	RuntimeRequestTimeout     time.Duration
 	ImagePullProgressDeadline time.Duration
@@ -127,6 +132,7 @@ func Default() *Config {
 		ContainerRuntimeEndpoint:  DefaultCRIEndpoint,
 		DockerEndpoint:            DefaultDockerEndpoint,
 		RootDirectory:             DefaultRootDirectory,
+		CheckpointDirectory:       DefaultCheckpointDirectory,
 		PodInfraContainerImage:    DefaultPodInfraImage,
 		RuntimeRequestTimeout:     DefaultRuntimeRequestTimeout,
 		ImagePullProgressDeadline: DefaultImagePullProgressLimit,
@@ -179,6 +185,9 @@ func (c *Config) Validate() error {
 	}
 	if c.RootDirectory == "" {
 		problems = append(problems, "--cri-dockerd-root-directory must not be empty")
+	}
+	if c.CheckpointDirectory != "" && (!filepath.IsAbs(c.CheckpointDirectory) || filepath.Clean(c.CheckpointDirectory) != c.CheckpointDirectory) {
+		problems = append(problems, fmt.Sprintf("--checkpoint-directory %q must be an absolute, clean path (or empty: no checkpoints)", c.CheckpointDirectory))
 	}
 	if c.PodInfraContainerImage == "" {
 		problems = append(problems, "--pod-infra-container-image must not be empty")

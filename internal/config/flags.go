@@ -54,6 +54,7 @@ func (c *Config) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.ContainerRuntimeEndpoint, "container-runtime-endpoint", c.ContainerRuntimeEndpoint, "the CRI endpoint to serve on: unix://PATH (the socket systemd passed for PATH, if it did, else our own), or fd:// for the socket systemd passes (cri-docker.socket); tcp:// is refused, as upstream does on Linux")
 	fs.StringVar(&c.DockerEndpoint, "docker-endpoint", c.DockerEndpoint, "the Docker daemon to use")
 	fs.StringVar(&c.RootDirectory, "cri-dockerd-root-directory", c.RootDirectory, "where cri-dockerd keeps its state (checkpoints)")
+	fs.StringVar(&c.CheckpointDirectory, "checkpoint-directory", c.CheckpointDirectory, "the only directory CheckpointContainer writes archives into: the kubelet's root directory + /checkpoints")
 	fs.StringVar(&c.PodInfraContainerImage, "pod-infra-container-image", c.PodInfraContainerImage, "the image of each pod's sandbox (pause) container")
 	fs.DurationVar(&c.RuntimeRequestTimeout, "runtime-request-timeout", c.RuntimeRequestTimeout, "timeout of each Docker call, except image pulls")
 	fs.DurationVar(&c.ImagePullProgressDeadline, "image-pull-progress-deadline", c.ImagePullProgressDeadline, "cancel an image pull that reports no progress for this long while downloading, as upstream; once a layer is extracting the deadline no longer applies (a big layer takes long to extract). Progress is logged every 10 s")

@@ -58,6 +58,9 @@ type Options struct {
 	PodCIDR string
 	// RootDirectory holds state that Docker cannot keep for us (log positions, checkpoints).
 	RootDirectory string
+	// CheckpointDirectory is the one directory CheckpointContainer writes archives into (the
+	// kubelet's checkpoints directory); "" refuses every location.
+	CheckpointDirectory string
 	// Streaming serves exec, attach and port-forward sessions; nil answers Unimplemented.
 	Streaming StreamingServer
 	// Logger defaults to logrus' standard logger.

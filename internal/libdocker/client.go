@@ -29,6 +29,7 @@ type Client interface {
 	LogClient
 	StatsClient
 	EventsClient
+	CheckpointClient
 
 	Ping(ctx context.Context) error
 	// APIVersion is the Engine API version negotiated with the daemon (the client's own before the first call).

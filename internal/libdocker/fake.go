@@ -34,6 +34,8 @@ type Fake struct {
 	logConfig     container.LogConfig // daemon.json's log-driver and log-opts
 	rootDir       string              // Info().DockerRootDir
 	securityOpts  []string
+	experimental  bool                      // dockerd's "experimental": checkpoints (fake_checkpoint.go)
+	criu          bool                      // CRIU on the node
 	containers    map[string]*fakeContainer // by ID
 	images        map[string]*image.InspectResponse
 	pullable      map[string]image.InspectResponse // by familiar ref

@@ -162,6 +162,7 @@ func (f *Fake) Info(ctx context.Context) (system.Info, error) {
 		Driver: driver, DriverStatus: driverStatus, DockerRootDir: f.rootDir, CgroupDriver: f.cgroupDriver, CgroupVersion: "2",
 		DefaultRuntime: f.defaultRT, Runtimes: map[string]system.RuntimeWithStatus{}, LoggingDriver: f.logConfig.Type,
 		SecurityOptions: slices.Clone(f.securityOpts), Images: len(f.images), Containers: len(f.containers),
+		ExperimentalBuild: f.experimental,
 	}
 	// From API 1.46 Docker says which containerd it uses (the containerd image store talks to
 	// it for images and snapshots too).
