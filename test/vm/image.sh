@@ -13,7 +13,7 @@ set -euo pipefail
 
 # The cache key. Bump IMAGE_VERSION whenever PACKAGES or the guest configuration below change:
 # a new key builds a new image, and older keys are deleted.
-IMAGE_VERSION=2
+IMAGE_VERSION=3
 SUITE=bookworm
 KEY="debian-${SUITE}-v${IMAGE_VERSION}"
 
@@ -21,9 +21,10 @@ KEY="debian-${SUITE}-v${IMAGE_VERSION}"
 # apparmor: Debian's kernel enables AppArmor and Docker refuses to start containers without
 # apparmor_parser. udev+kmod: devices and the 9p/overlay modules. iptables: Docker's bridge
 # network. containernetworking-plugins: the CNI plugins cri-dockerd's pods use (a later step).
+# criu: Docker's checkpoints (CheckpointContainer), which node.sh's checkpoint check runs.
 # apt (in minbase) installs our .deb from a local file: `apt-get install -y "$VM_IN/cri-dockerd_*.deb"`
 # (its only dependency, docker.io, is here, so no network is needed in the guest).
-PACKAGES=linux-image-amd64,systemd-sysv,udev,kmod,iproute2,procps,ca-certificates,apparmor,docker.io,containerd,runc,iptables,containernetworking-plugins
+PACKAGES=linux-image-amd64,systemd-sysv,udev,kmod,iproute2,procps,ca-certificates,apparmor,docker.io,containerd,runc,iptables,containernetworking-plugins,criu
 # The guest root's size (a sparse file: the host stores only what is written).
 DISK_SIZE=8G
 

@@ -11,7 +11,8 @@
 # pause.tar and busybox.tar. Env: NODE_DRIVERS (default "systemd cgroupfs"), NODE_KUBELET_DRIVERS
 # (the drivers whose pass runs the kubelet check, default "systemd cgroupfs"; "systemd" saves
 # about 65 s; "" runs it in none), NODE_CHECKS (the checks to run, default all:
-# runtime-config cgroup-parent unified oom stats apparmor kubelet), NODE_KUBELET_ARGS (more
+# runtime-config cgroup-parent unified oom stats apparmor kubelet checkpoint; checkpoint runs
+# last, in the last driver's pass, and turns on Docker's experimental mode), NODE_KUBELET_ARGS (more
 # kubelet flags, e.g. --v=2).
 # shellcheck disable=SC2317 # helpers defined inside checks are called through wait_for
 set -uo pipefail
@@ -25,7 +26,7 @@ W=/tmp/node
 mkdir -p "$W"
 DRIVERS=${NODE_DRIVERS:-systemd cgroupfs}
 KUBELET_DRIVERS=${NODE_KUBELET_DRIVERS-systemd cgroupfs}
-CHECKS=${NODE_CHECKS:-runtime-config cgroup-parent unified oom stats apparmor kubelet}
+CHECKS=${NODE_CHECKS:-runtime-config cgroup-parent unified oom stats apparmor kubelet checkpoint}
 # shellcheck disable=SC2206 # flags, split on spaces
 KUBELET_ARGS=(${NODE_KUBELET_ARGS:-})
 # A check's own diagnostics, printed by fail and on an unexpected failure: a function name.
@@ -650,11 +651,51 @@ for DRIVER in $DRIVERS; do
 	esac
 done
 
+# Last, since it turns on Docker's experimental mode (its checkpoints): CRIU (Debian's criu in
+# the image) dumps a running container into the kubelet's archive.
+enable_checkpoints() {
+	systemctl stop cri-docker.service cri-docker.socket
+	printf '{"exec-opts":["native.cgroupdriver=%s"],"experimental":true}\n' "$DRIVER" >/etc/docker/daemon.json
+	systemctl restart docker.service || fail "systemctl restart docker"
+	wait_for 180 bash -c '[ "$(docker info -f "{{.ExperimentalBuild}}" 2>/dev/null)" = true ]' || fail "docker not experimental within 180 s"
+	systemctl start cri-docker.socket cri-docker.service || fail "systemctl start cri-docker"
+	wait_for 120 runtime_ready || fail "cri-dockerd not ready within 120 s"
+	mkdir -p /var/lib/kubelet/checkpoints
+	say "docker experimental: $(docker info -f '{{.ExperimentalBuild}}'), $(criu --version 2>&1 | head -n1)"
+}
+check_checkpoint() {
+	local c tarball list n
+	command -v criu >/dev/null || { say "no criu in the image"; exit 3; }
+	mkctr counter '["sh", "-c", "i=0; while true; do i=$((i+1)); echo $i >/tmp/count; sleep 0.2; done"]'
+	c=$(run_ctr counter)
+	sleep 2
+	tarball=/var/lib/kubelet/checkpoints/checkpoint-counter-$DRIVER.tar
+	crictl checkpoint --export "$tarball" "$c" >/dev/null 2>"$W/err.$CK" || fail "crictl checkpoint: $(tail -c 600 "$W/err.$CK")"
+	list=$(tar -tf "$tarball") || fail "tar -tf $tarball"
+	say "archive $(du -h "$tarball" | cut -f1): $(printf '%s\n' "$list" | grep -c '^checkpoint/.*\.img$') CRIU images; $(printf '%s\n' "$list" | grep -v '^checkpoint/' | tr '\n' ' ')"
+	for want in config.dump spec.dump rootfs-diff.tar checkpoint/inventory.img; do
+		printf '%s\n' "$list" | grep -x "$want" >/dev/null || fail "archive lacks $want"
+	done
+	tar -xOf "$tarball" rootfs-diff.tar | tar -t | grep -x 'tmp/count' >/dev/null || fail "rootfs-diff.tar lacks tmp/count (the container's write)"
+	tar -xOf "$tarball" config.dump | grep "\"id\": \"$c" >/dev/null || fail "config.dump does not name ${c:0:12}: $(tar -xOf "$tarball" config.dump)"
+	is_state "$c" CONTAINER_RUNNING || fail "the container is $(state_of "$c") after the checkpoint, want still running"
+	n=$(crictl exec "$c" cat /tmp/count 2>&1)
+	sleep 1
+	[ "$(crictl exec "$c" cat /tmp/count 2>&1)" != "$n" ] || fail "the container's loop stopped after the checkpoint (count $n)"
+	rm -f "$tarball"
+}
+case " $CHECKS " in
+*" checkpoint "*)
+	phase experimental enable_checkpoints
+	run_check checkpoint check_checkpoint
+	;;
+esac
+
 say "=== summary (uptime $(uptime_s)s, script $(since "$T_START")s)"
 for r in "${TIMES[@]}"; do say "time    $r"; done
 FAILED=0
 for d in $DRIVERS; do
-	for c in runtime-config cgroup-parent unified oom stats apparmor kubelet; do
+	for c in runtime-config cgroup-parent unified oom stats apparmor kubelet checkpoint; do
 		[ -f "$W/res.$d.$c" ] || continue
 		say "check   $(cat "$W/res.$d.$c")"
 		case "$(cat "$W/res.$d.$c")" in *" FAIL "*) FAILED=$((FAILED + 1)) ;; esac
