@@ -23,7 +23,7 @@ SYSTEMD_DIR ?= /etc/systemd/system
 	critest critest-gvisor critest-gvisor-docker29 setup-docker29 integration-docker29 critest-docker29 stop-docker29 \
 	e2e-kubelet e2e-node e2e-node-fast vm vm-tools vm-systemd vm-node vm-critest vm-critest-groups vm-checks vm-full vm-start vm-wait vm-stop \
 	bench bench-density mutation \
-	release release-test
+	release release-test monitoring-test
 
 ##@ Build, run, install
 
@@ -53,7 +53,7 @@ clean: ## remove bin/
 
 ##@ Tests
 
-test: prebuild lint unit setup integration critest critest-gvisor setup-docker29 integration-docker29 critest-docker29 e2e-kubelet e2e-node-fast release-test fuzz vm-checks ## every test, in this order (what CI runs)
+test: prebuild lint unit setup integration critest critest-gvisor setup-docker29 integration-docker29 critest-docker29 e2e-kubelet e2e-node-fast release-test monitoring-test fuzz vm-checks ## every test, in this order (what CI runs)
 
 # The long cached builds of later steps (Docker 29, Kubernetes, the node e2e suite), started in
 # the background at once (hack/prebuild.sh); those steps wait for them.
@@ -241,6 +241,14 @@ release-test: release ## build the release and check it (units, .deb installed i
 	@bad=$$(gofmt -l packaging/release); if [ -n "$$bad" ]; then echo "gofmt needed: $$bad"; exit 1; fi
 	$(GO) -C packaging/release vet ./...
 	test/packaging/check.sh
+
+##@ Monitoring
+
+# packaging/monitoring's Grafana dashboard and Prometheus alert rules (test/monitoring/check.sh):
+# promtool checks and unit tests of the rules, every dashboard expression parsed, and every
+# metric and label name they use found in the scrape of bin/cri-dockerd serving a test pod.
+monitoring-test: build setup ## check the dashboard and alert rules (promtool, names against a live /metrics)
+	test/monitoring/check.sh $(BIN)
 
 ##@ Helpers
 

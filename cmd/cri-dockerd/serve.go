@@ -57,11 +57,19 @@ func serve(ctx context.Context, cfg *config.Config) error {
 	var m *metrics.Metrics
 	dockerOpts := libdocker.Options{Endpoint: cfg.DockerEndpoint, RequestTimeout: cfg.RuntimeRequestTimeout, Logger: log}
 	if cfg.MetricsBindAddr != "" {
-		m = metrics.New(func() map[string]int {
-			if svc := built.Load(); svc != nil {
-				return svc.PodsByHandler()
-			}
-			return nil
+		m = metrics.New(metrics.Sources{
+			PodsByHandler: func() map[string]int {
+				if svc := built.Load(); svc != nil {
+					return svc.PodsByHandler()
+				}
+				return nil
+			},
+			LogFollowers: func() int {
+				if svc := built.Load(); svc != nil {
+					return svc.LogFollowers()
+				}
+				return 0
+			},
 		})
 		dockerOpts.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return metrics.DockerTransport(rt, m.ObserveDocker) }
 	}
@@ -77,6 +85,12 @@ func serve(ctx context.Context, cfg *config.Config) error {
 	streamOpts := streaming.Options{BindAddr: cfg.StreamingBindAddr, Docker: containers, Logger: log}
 	if m != nil {
 		streamOpts.OnSession = func(kind string, delta int) { m.StreamingSessions.WithLabelValues(kind).Add(float64(delta)) }
+	}
+	// The metrics of the service's background work (nil without metrics).
+	var statsRefreshed func(time.Duration, bool)
+	var logWriteFailed func()
+	if m != nil {
+		statsRefreshed, logWriteFailed = m.ObserveStatsRefresh, m.LogWriteFailed
 	}
 	streams, err := streaming.NewServer(streamOpts)
 	if err != nil {
@@ -161,6 +175,8 @@ func serve(ctx context.Context, cfg *config.Config) error {
 				KeepReply:                    replies.Keep,
 				ConcurrentStarts:             cfg.ConcurrentStarts(runtime.NumCPU()),
 				DockerLogLimit:               core.DockerLogLimit{MaxSize: cfg.DockerLogLimit(), MaxFile: cfg.DockerLogMaxFile},
+				StatsRefreshed:               statsRefreshed,
+				LogWriteFailed:               logWriteFailed,
 			})
 		})
 	}()

@@ -238,6 +238,9 @@ func (f *follower) flushLocked() error {
 			err = fmt.Errorf("%w (cutting the partial line off: %v)", err, cerr)
 		}
 	}
+	if f.m.WriteFailed != nil {
+		f.m.WriteFailed()
+	}
 	f.trouble.failed(f, err, bytes.Count(f.buf, []byte("\n")))
 	f.buf = f.buf[:0]
 	f.pend = f.pos

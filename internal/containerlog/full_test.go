@@ -292,3 +292,25 @@ func TestLinesDockerSendsAgainAreWrittenOnce(t *testing.T) {
 		t.Errorf("wrote\n%s\nwant\n%s", out.String(), want)
 	}
 }
+
+// WriteFailed hears of every write to the file that failed, and of no other.
+func TestWriteFailedIsToldOfEachFailedWrite(t *testing.T) {
+	fake := libdocker.NewFake()
+	id := runningContainer(t, fake, false)
+	fs := &tinyFS{}
+	fs.limit.Store(200) // a few lines
+	m, _ := fullManager(t, fake, t.TempDir(), fs)
+	var told atomic.Int64
+	m.WriteFailed = func() { told.Add(1) }
+	m.Follow(id, filepath.Join(t.TempDir(), "0.log"), false)
+	for i := range 50 {
+		if err := fake.WriteLog(id, false, fmt.Sprintf("line %d\n", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fs.waitFailures(t, 2)
+	m.Close()
+	if told.Load() != fs.failures.Load() {
+		t.Errorf("WriteFailed was told of %d failed writes, the filesystem refused %d", told.Load(), fs.failures.Load())
+	}
+}

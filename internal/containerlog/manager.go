@@ -60,6 +60,9 @@ type Manager struct {
 	// DockerLogPath is where Docker keeps its own json-file log of container id ("" when
 	// unknown), watched for rotations during followed reads; nil watches nothing.
 	DockerLogPath func(id string) string
+	// WriteFailed, when set, is told of each write to a log file that failed (a full
+	// filesystem): its lines are copied again from Docker once a write succeeds.
+	WriteFailed func()
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -125,6 +128,20 @@ func (m *Manager) follow(id, path string, tty, create bool) {
 		// (StartContainer, a restart) starts a new one, which resumes where the file ends.
 		_ = supervise.Run(m.log.WithField("container", id), "log follower", func() { f.run(ctx) })
 	}()
+}
+
+// Followers is how many followers run: one per running container whose log is written, and
+// per stopped one whose last lines are not written yet.
+func (m *Manager) Followers() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, f := range m.followers {
+		if !f.finished() {
+			n++
+		}
+	}
+	return n
 }
 
 // Reopen makes the follower of id write to a new file at its path: the kubelet has renamed

@@ -722,3 +722,34 @@ func TestCloseReleasesTheLogFiles(t *testing.T) {
 		t.Errorf("%d descriptors open after Close, %d before the manager: log files left open", after, before)
 	}
 }
+
+// Followers counts the followers that run: a running container's, until it exited and its
+// last lines are written.
+func TestFollowersCountsTheFollowersThatRun(t *testing.T) {
+	fake := libdocker.NewFake()
+	m := newManager(t, fake, t.TempDir())
+	if n := m.Followers(); n != 0 {
+		t.Fatalf("a new manager has %d followers", n)
+	}
+	a, b := runningContainer(t, fake, false), runningContainer(t, fake, true)
+	dir := t.TempDir()
+	m.Follow(a, filepath.Join(dir, "a.log"), false)
+	m.Follow(b, filepath.Join(dir, "b.log"), true)
+	m.Follow(a, filepath.Join(dir, "a.log"), false) // already followed
+	if n := m.Followers(); n != 2 {
+		t.Errorf("%d followers of 2 running containers, want 2", n)
+	}
+	if err := fake.ExitContainer(a, 0); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	m.Drained(ctx, a)
+	if n := m.Followers(); n != 1 {
+		t.Errorf("%d followers once one container exited and its log was drained, want 1", n)
+	}
+	m.Forget(b)
+	if n := m.Followers(); n != 0 {
+		t.Errorf("%d followers after Forget of the last, want 0", n)
+	}
+}

@@ -77,6 +77,11 @@ type Options struct {
 	// go through it, and its events feed GetContainerEvents. Nil: core's calls go to docker,
 	// and an events-only store of core's own follows Docker's events (store.go).
 	Store ContainerStore
+	// StatsRefreshed, when set, is told of each container stats refresh (stats.Config.OnRefresh),
+	// and LogWriteFailed of each write to a CRI log file that failed
+	// (containerlog.Manager.WriteFailed): for the metrics.
+	StatsRefreshed func(d time.Duration, failed bool)
+	LogWriteFailed func()
 
 	// imageVolumeMounter replaces mount(2) for image volumes in tests.
 	imageVolumeMounter imagevolume.Mounter
@@ -229,6 +234,7 @@ func New(ctx context.Context, docker libdocker.Client, opts Options) (*Service, 
 		return nil, err
 	}
 	s.logs.DockerLogPath = s.dockerLogPath
+	s.logs.WriteFailed = opts.LogWriteFailed
 	if err := s.followExistingLogs(ctx); err != nil {
 		s.logs.Close()
 		s.imageVolumes.Close()
@@ -249,6 +255,12 @@ func New(ctx context.Context, docker libdocker.Client, opts Options) (*Service, 
 		s.log.Warn("not following the container store's events yet; continuing")
 	}
 	return s, nil
+}
+
+// LogFollowers is how many containers' logs are being copied to their CRI log files, for the
+// metrics.
+func (s *Service) LogFollowers() int {
+	return s.logs.Followers()
 }
 
 // Close stops the background work (log followers), after each has saved where it stands.

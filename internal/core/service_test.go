@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc/codes"
@@ -149,5 +150,44 @@ func wantCode(t *testing.T, err error, code codes.Code) {
 	t.Helper()
 	if status.Code(err) != code {
 		t.Fatalf("got %v (code %v), want code %v", err, status.Code(err), code)
+	}
+}
+
+// The metrics' hooks reach the background work: StatsRefreshed hears of the refresh a stats
+// call made, LogWriteFailed is the log manager's, and LogFollowers counts the follower of a
+// started container's log.
+func TestMetricsHooksReachStatsAndLogs(t *testing.T) {
+	fake := libdocker.NewFake()
+	refreshes := make(chan bool, 10)
+	writeFailures := 0
+	s := newTestService(t, fake, Options{
+		StatsRefreshed: func(_ time.Duration, failed bool) { refreshes <- failed },
+		LogWriteFailed: func() { writeFailures++ },
+	})
+	t.Cleanup(s.Close)
+	if s.logs.WriteFailed == nil {
+		t.Fatal("the log manager has no WriteFailed")
+	}
+	if s.logs.WriteFailed(); writeFailures != 1 {
+		t.Errorf("the log manager's WriteFailed is not Options.LogWriteFailed")
+	}
+	if n := s.LogFollowers(); n != 0 {
+		t.Fatalf("%d log followers before any container", n)
+	}
+	podID, podCfg := runPod(t, s, "hooks", "")
+	id := startedContainer(t, s, podID, podCfg, "c")
+	if n := s.LogFollowers(); n != 1 {
+		t.Errorf("%d log followers with one running container, want 1", n)
+	}
+	if _, err := s.ContainerStats(context.Background(), &runtimeapi.ContainerStatsRequest{ContainerId: id}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case failed := <-refreshes:
+		if failed {
+			t.Error("the refresh of a running container's stats was reported failed")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("StatsRefreshed heard of no refresh")
 	}
 }

@@ -14,6 +14,7 @@ func (s *Service) newStats(cfg stats.Config) *stats.Collector {
 		cfg.Docker = s.docker
 	}
 	cfg.Log = s.log
+	cfg.OnRefresh = s.opts.StatsRefreshed
 	cfg.SnapshotUpperDir = s.layers.snapshotUpperDir
 	cfg.RunscPath = func(ctx context.Context, runtime string) string {
 		info, err := s.runtimes.get(ctx)

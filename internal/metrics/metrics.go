@@ -1,6 +1,7 @@
 // Package metrics exposes cri-dockerd's Prometheus metrics: CRI call latency and errors,
-// Docker call latency, pods by runtime handler and streaming sessions, on an opt-in listener
-// that also serves /debug/pprof.
+// Docker call latency, pods by runtime handler, streaming sessions, log followers and their
+// failed writes, and container stats refreshes, on an opt-in listener that also serves
+// /debug/pprof. packaging/monitoring has a Grafana dashboard and alert rules for them.
 package metrics
 
 import (
@@ -30,10 +31,21 @@ type Metrics struct {
 	dockerErrors   *prometheus.CounterVec
 	// StreamingSessions counts open exec, attach and port-forward sessions.
 	StreamingSessions *prometheus.GaugeVec
+	statsRefresh      prometheus.Histogram
+	statsErrors       prometheus.Counter
+	logWriteFailures  prometheus.Counter
 }
 
-// New registers every collector; podsByHandler, when given, is asked at each scrape.
-func New(podsByHandler func() map[string]int) *Metrics {
+// Sources are what the metrics ask at each scrape; a nil one is not reported.
+type Sources struct {
+	// PodsByHandler counts the pod sandboxes by RuntimeClass handler.
+	PodsByHandler func() map[string]int
+	// LogFollowers counts the containers whose logs are being copied to their CRI log files.
+	LogFollowers func() int
+}
+
+// New registers every collector.
+func New(src Sources) *Metrics {
 	m := &Metrics{
 		registry: prometheus.NewRegistry(),
 		rpcDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -58,13 +70,33 @@ func New(podsByHandler func() map[string]int) *Metrics {
 			Namespace: namespace, Name: "streaming_sessions",
 			Help: "Open streaming sessions by kind (exec, attach, portforward).",
 		}, []string{"kind"}),
+		statsRefresh: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "stats_refresh_duration_seconds",
+			Help:    "Time one container's stats refresh took (cgroup files, or Docker's stats), the wait for a free refresh slot included.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+		}),
+		statsErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Name: "stats_refresh_errors_total",
+			Help: "Container stats refreshes that failed (a container Docker no longer has is not counted).",
+		}),
+		logWriteFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Name: "log_write_failures_total",
+			Help: "Writes to containers' CRI log files that failed (a full filesystem); their lines are copied again from Docker once a write succeeds.",
+		}),
 	}
 	m.registry.MustRegister(m.rpcDuration, m.rpcErrors, m.dockerDuration, m.dockerErrors, m.StreamingSessions,
+		m.statsRefresh, m.statsErrors, m.logWriteFailures,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if podsByHandler != nil {
-		m.registry.MustRegister(&handlerCollector{count: podsByHandler, desc: prometheus.NewDesc(
+	if src.PodsByHandler != nil {
+		m.registry.MustRegister(&handlerCollector{count: src.PodsByHandler, desc: prometheus.NewDesc(
 			namespace+"_pod_sandboxes", "Pod sandboxes by RuntimeClass handler (\"\" is Docker's default runtime).",
 			[]string{"runtime_handler"}, nil)})
+	}
+	if src.LogFollowers != nil {
+		m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "log_followers",
+			Help: "Containers whose logs are being copied from Docker to their CRI log files.",
+		}, func() float64 { return float64(src.LogFollowers()) }))
 	}
 	return m
 }
@@ -123,6 +155,17 @@ func (m *Metrics) ObserveDocker(operation string, d time.Duration, failed bool) 
 		m.dockerErrors.WithLabelValues(operation).Inc()
 	}
 }
+
+// ObserveStatsRefresh records one container's stats refresh (stats.Config.OnRefresh).
+func (m *Metrics) ObserveStatsRefresh(d time.Duration, failed bool) {
+	m.statsRefresh.Observe(d.Seconds())
+	if failed {
+		m.statsErrors.Inc()
+	}
+}
+
+// LogWriteFailed records a write to a CRI log file that failed (containerlog.Manager.WriteFailed).
+func (m *Metrics) LogWriteFailed() { m.logWriteFailures.Inc() }
 
 // Handler serves /metrics and /debug/pprof/.
 func (m *Metrics) Handler() http.Handler {

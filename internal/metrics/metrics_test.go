@@ -32,7 +32,10 @@ func TestOperationNamesHidesIDsAndImageNames(t *testing.T) {
 }
 
 func TestMetricsEndpointReportsCallsErrorsAndHandlers(t *testing.T) {
-	m := New(func() map[string]int { return map[string]int{"": 2, "runsc": 1} })
+	m := New(Sources{
+		PodsByHandler: func() map[string]int { return map[string]int{"": 2, "runsc": 1} },
+		LogFollowers:  func() int { return 3 },
+	})
 	intercept := m.UnaryInterceptor()
 	info := &grpc.UnaryServerInfo{FullMethod: "/runtime.v1.RuntimeService/RunPodSandbox"}
 	_, _ = intercept(context.Background(), nil, info, func(context.Context, any) (any, error) { return nil, nil })
@@ -42,6 +45,9 @@ func TestMetricsEndpointReportsCallsErrorsAndHandlers(t *testing.T) {
 	m.ObserveDocker("POST /containers/create", 3*time.Millisecond, false)
 	m.ObserveDocker("POST /containers/{id}/start", time.Millisecond, true)
 	m.StreamingSessions.WithLabelValues("exec").Inc()
+	m.ObserveStatsRefresh(2*time.Millisecond, false)
+	m.ObserveStatsRefresh(time.Second, true)
+	m.LogWriteFailed()
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -62,6 +68,11 @@ func TestMetricsEndpointReportsCallsErrorsAndHandlers(t *testing.T) {
 		`cri_dockerd_docker_operation_errors_total{operation="POST /containers/{id}/start"} 1`,
 		`cri_dockerd_pod_sandboxes{runtime_handler="runsc"} 1`,
 		`cri_dockerd_streaming_sessions{kind="exec"} 1`,
+		`cri_dockerd_stats_refresh_duration_seconds_count 2`,
+		`cri_dockerd_stats_refresh_duration_seconds_bucket{le="0.002"} 1`,
+		`cri_dockerd_stats_refresh_errors_total 1`,
+		`cri_dockerd_log_followers 3`,
+		`cri_dockerd_log_write_failures_total 1`,
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %s", want)

@@ -182,6 +182,8 @@ type Collector struct {
 	runscPath func(ctx context.Context, runtime string) string
 	// runsc reads the task count of such a container from its sandbox.
 	runsc runscstats.Reader
+	// onRefresh is Config.OnRefresh.
+	onRefresh func(d time.Duration, failed bool)
 
 	mu      sync.Mutex
 	entries map[string]*statsEntry
@@ -215,6 +217,10 @@ type Config struct {
 	// sample another gets it too, StaleAfter when a sample is too old for any RPC, Keep how
 	// long a container no RPC asks about is refreshed. Tests shorten them.
 	Interval, MaxAge, StaleAfter, Keep time.Duration
+	// OnRefresh, when set, is told of each container's refresh as it ends: how long it took
+	// (the wait for one of the Concurrency slots included) and whether it failed. A container
+	// that Docker no longer has is no failure: it is forgotten.
+	OnRefresh func(d time.Duration, failed bool)
 }
 
 // New returns a Collector; its background refresh starts with the first Collect.
@@ -230,6 +236,7 @@ func New(cfg Config) *Collector {
 		host:             nodeHost(),
 		snapshotUpperDir: cfg.SnapshotUpperDir,
 		runscPath:        cfg.RunscPath,
+		onRefresh:        cfg.OnRefresh,
 		sem:              make(chan struct{}, Concurrency),
 		entries:          map[string]*statsEntry{},
 		stop:             make(chan struct{}),
@@ -350,8 +357,12 @@ func (c *Collector) startRefreshLocked(id string, e *statsEntry) chan struct{} {
 		var newMeta *Meta
 		var newFS *FSUsage
 		var err error
+		began := time.Now()
 		if perr := supervise.Run(c.log, "stats refresh of "+id, func() { sample, newMeta, newFS, err = c.fetch(ctx, id, meta, fsu, forMetrics) }); perr != nil {
 			err = perr
+		}
+		if c.onRefresh != nil {
+			c.onRefresh(time.Since(began), err != nil && !libdocker.IsNotFound(err))
 		}
 		c.mu.Lock()
 		defer c.mu.Unlock()

@@ -209,3 +209,43 @@ func TestWritableLayerIsMeasuredLikeDu(t *testing.T) {
 		t.Error("no error for a missing directory")
 	}
 }
+
+// OnRefresh hears of every refresh as it ends: one that took a sample, one whose stats call
+// failed, and none for a container that Docker does not have (forgotten, not failed).
+func TestOnRefreshIsToldOfEachRefreshAndWhetherItFailed(t *testing.T) {
+	fake := newFake()
+	type refresh struct {
+		d      time.Duration
+		failed bool
+	}
+	heard := make(chan refresh, 10)
+	c := testCollector(t, fake, Config{OnRefresh: func(d time.Duration, failed bool) { heard <- refresh{d, failed} }})
+	c.maxAge = 0 // every Collect refreshes
+	ctx := context.Background()
+	id := startedContainer(t, fake, "observed")
+	next := func() refresh {
+		t.Helper()
+		select {
+		case r := <-heard:
+			return r
+		case <-time.After(10 * time.Second):
+			t.Fatal("OnRefresh was not called")
+			return refresh{}
+		}
+	}
+	if _, ok := c.Collect(ctx, []string{id}, true)[id]; !ok {
+		t.Fatal("no sample")
+	}
+	if r := next(); r.failed || r.d <= 0 {
+		t.Errorf("a refresh that took a sample: OnRefresh(%v, failed %v), want a duration and not failed", r.d, r.failed)
+	}
+	fake.InjectError("ContainerStats", errors.New("daemon busy"))
+	c.Collect(ctx, []string{id}, true)
+	if r := next(); !r.failed {
+		t.Error("a refresh whose stats call failed was not reported failed")
+	}
+	c.Collect(ctx, []string{"0123456789ab-gone"}, true)
+	if r := next(); r.failed {
+		t.Error("a refresh of a container Docker does not have was reported failed")
+	}
+}
