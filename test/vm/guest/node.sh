@@ -453,6 +453,9 @@ check_stats() {
 	# Pod stats: the sums of the cgroups of the sandbox and of the pod's containers.
 	local cgs=("$(cg_of "$pod")" "$cg_b" "$cg_h") c
 	sum_usage() { local c n=0; for c in "${cgs[@]}"; do n=$((n + $(usage_ns "$c"))); done; echo "$n"; }
+	# A container's sample just given is given again for a second (stats' statsMaxAge), and
+	# would be older than the bracket's first read: past it, statsp samples each anew.
+	sleep 1.2
 	measure sum_usage crictl statsp -o json "$pod"
 	wsf=0
 	for c in "${cgs[@]}"; do wsf=$((wsf + $(ws_file "$c"))); done
