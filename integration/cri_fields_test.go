@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -159,5 +160,43 @@ func TestCheckpointContainerSaysWhatDockerLacks(t *testing.T) {
 	}
 	if _, err := os.Stat("/etc/crid-checkpoint.tar"); err == nil {
 		t.Error("wrote /etc/crid-checkpoint.tar")
+	}
+}
+
+// PodSandboxStatus for the kubelet's Evented PLEG: every container of the pod, as
+// ContainerStatus gives it, and the time they were read from.
+func TestPodSandboxStatusCarriesItsContainers(t *testing.T) {
+	d := StartDaemon(t, "--network-plugin=")
+	podCfg := newPodConfig(t, "evented")
+	sandboxID := runPod(t, d, podCfg, "")
+	running := createContainer(t, d, sandboxID, podCfg, containerConfig("running", sleeper))
+	startContainer(t, d, running)
+	done := createContainer(t, d, sandboxID, podCfg, containerConfig("done", "exit 3"))
+	startContainer(t, d, done)
+	waitExited(t, d, done)
+	created := createContainer(t, d, sandboxID, podCfg, containerConfig("created", sleeper))
+	before := time.Now().UnixNano()
+	resp, err := d.Runtime.PodSandboxStatus(t.Context(), &runtimeapi.PodSandboxStatusRequest{PodSandboxId: sandboxID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Timestamp < before || resp.Timestamp > time.Now().UnixNano() {
+		t.Errorf("timestamp %d not taken during the call (from %d)", resp.Timestamp, before)
+	}
+	want := map[string]runtimeapi.ContainerState{
+		running: runtimeapi.ContainerState_CONTAINER_RUNNING,
+		done:    runtimeapi.ContainerState_CONTAINER_EXITED,
+		created: runtimeapi.ContainerState_CONTAINER_CREATED,
+	}
+	if len(resp.ContainersStatuses) != len(want) {
+		t.Fatalf("%d container statuses, want %d: %v", len(resp.ContainersStatuses), len(want), resp.ContainersStatuses)
+	}
+	for _, st := range resp.ContainersStatuses {
+		if w, ok := want[st.Id]; !ok || st.State != w || st.Metadata.GetName() == "" {
+			t.Errorf("status %.12s %v %q, want %v", st.Id, st.State, st.Metadata.GetName(), w)
+		}
+		if st.Id == done && st.ExitCode != 3 {
+			t.Errorf("exited container's exit code %d, want 3", st.ExitCode)
+		}
 	}
 }
