@@ -135,4 +135,3 @@ func (s *Service) checkpointSupport(ctx context.Context) error {
 	}
 	return nil
 }
-
