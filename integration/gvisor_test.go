@@ -396,6 +396,13 @@ func TestGVisorLogsAcrossARestart(t *testing.T) {
 	<-d.done
 	time.Sleep(300 * time.Millisecond)
 	d.Start()
+	// The rest of the loop: each `sleep` is a fork in the sandbox, which took 80 ms a line on a
+	// loaded CI run (waitExited's 15 s ran out with the container still counting). Wait while
+	// it runs, up to two minutes.
+	testutil.Eventually(t, 2*time.Minute, 100*time.Millisecond, func() bool {
+		resp, err := d.Runtime.ContainerStatus(t.Context(), &runtimeapi.ContainerStatusRequest{ContainerId: ctr})
+		return err == nil && resp.Status.State == runtimeapi.ContainerState_CONTAINER_EXITED
+	}, "container still running 2 minutes after the restart (%d lines in its log at the restart)", count())
 	waitExited(t, d, ctr)
 
 	lines := readCRILog(t, path)

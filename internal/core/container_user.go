@@ -17,7 +17,8 @@ func (s *Service) containerUser(c *container.InspectResponse) *runtimeapi.Contai
 		if err == nil {
 			s.users.Put(c.ID, u)
 		} else {
-			s.log.WithError(err).Debugf("container %s: no user in its status", c.ID)
+			// Trace: a gVisor or VM container's status says so on every call.
+			s.log.WithError(err).Tracef("container %s: no user in its status", c.ID)
 		}
 	}
 	u, ok := s.users.Get(c.ID)
