@@ -77,7 +77,8 @@ func (s *Service) ContainerStatus(ctx context.Context, req *runtimeapi.Container
 		st.ExitCode = int32(state.ExitCode)
 		st.State = containerState(state.Status)
 		switch {
-		case st.State == runtimeapi.ContainerState_CONTAINER_EXITED && state.OOMKilled:
+		case st.State == runtimeapi.ContainerState_CONTAINER_EXITED && (state.OOMKilled || state.ExitCode == 137 && s.ooms.seen(c.ID)):
+			// Docker's oom event stands in for OOMKilled when Docker lost its race (oom.go).
 			st.Reason = "OOMKilled"
 		case st.State == runtimeapi.ContainerState_CONTAINER_EXITED && state.ExitCode == 0:
 			st.Reason = "Completed"

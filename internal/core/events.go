@@ -262,6 +262,11 @@ func (b *eventBroker) handle(ctx context.Context, c store.Change) error {
 	if !ok {
 		return nil
 	}
+	if c.Action == events.ActionOOM {
+		// For ContainerStatus's reason; the die event tells the exit.
+		b.s.ooms.mark(c.ID)
+		return nil
+	}
 	if k.sandbox {
 		b.s.sandboxes.observe(c.ID, string(c.Action))
 	}
@@ -283,6 +288,7 @@ func (b *eventBroker) handle(ctx context.Context, c store.Change) error {
 	if typ == runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT {
 		delete(b.known, c.ID)
 		b.s.users.Forget(c.ID)
+		b.s.ooms.forget(c.ID)
 	} else {
 		b.known[c.ID] = k
 	}

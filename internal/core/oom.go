@@ -5,6 +5,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/docker/docker/api/types/system"
 	"github.com/sirupsen/logrus"
@@ -66,4 +67,34 @@ func (s *Service) oomScoreAdj(want int64) int {
 		return 0
 	}
 	return int(want)
+}
+
+// oomKills remembers the containers Docker sent an oom event of, until they are removed:
+// Docker 20.10 leaves State.OOMKilled false when containerd's TaskOOM comes after the task's
+// exit (the kernel's kill raced the exit), but its oom event still comes.
+type oomKills struct {
+	mu  sync.Mutex
+	ids map[string]struct{}
+}
+
+func (o *oomKills) mark(id string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.ids == nil {
+		o.ids = map[string]struct{}{}
+	}
+	o.ids[id] = struct{}{}
+}
+
+func (o *oomKills) seen(id string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	_, ok := o.ids[id]
+	return ok
+}
+
+func (o *oomKills) forget(id string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.ids, id)
 }

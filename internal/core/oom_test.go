@@ -2,10 +2,18 @@ package core
 
 import (
 	"bufio"
+	"context"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
+	"github.com/cri-dockerd/cri-dockerd/internal/testutil"
 
 	"github.com/docker/docker/api/types/system"
 )
@@ -32,5 +40,41 @@ func TestNegativeOOMScoreRefusal(t *testing.T) {
 	}
 	if got := NegativeOOMScoreRefusal(system.Info{SecurityOptions: []string{"name=seccomp,profile=builtin"}}); got != want {
 		t.Errorf("CapBnd %x: refusal %q, want %q", bnd, got, want)
+	}
+}
+
+// Docker 20.10 loses a race when containerd's TaskOOM comes after the task's exit: OOMKilled
+// stays false and only its oom event tells. The reason is OOMKilled all the same, once the
+// event is in; a plain 137 (a SIGKILL) stays Error.
+func TestOOMKilledReasonFromDockersOOMEvent(t *testing.T) {
+	fake := libdocker.NewFake()
+	s := newTestService(t, fake, Options{})
+	t.Cleanup(s.Close)
+	ctx := context.Background()
+	podID, podCfg := runPod(t, s, "oom", "")
+	reason := func(id string) string {
+		t.Helper()
+		resp, err := s.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Status.Reason
+	}
+	for _, recorded := range []bool{true, false} {
+		id := startedContainer(t, s, podID, podCfg, fmt.Sprintf("oom-%v", recorded))
+		if err := fake.OOMKillContainer(id, recorded); err != nil {
+			t.Fatal(err)
+		}
+		testutil.Eventually(t, 10*time.Second, 10*time.Millisecond, func() bool { return reason(id) == "OOMKilled" },
+			"OOMKilled recorded by Docker %v: reason %q, want OOMKilled", recorded, reason(id))
+	}
+	killed := startedContainer(t, s, podID, podCfg, "killed")
+	if err := fake.ExitContainer(killed, 137); err != nil {
+		t.Fatal(err)
+	}
+	// The events of the others are in by now; this one's die is too once its status is exited.
+	time.Sleep(50 * time.Millisecond)
+	if got := reason(killed); got != "Error" {
+		t.Errorf("a 137 without an oom event: reason %q, want Error", got)
 	}
 }

@@ -140,6 +140,8 @@ type Service struct {
 	imageVolumes *imagevolume.Manager
 	// users keeps the identity each container's first process ran with (container_user.go).
 	users procuser.Cache
+	// ooms are the containers Docker told an oom event of (oom.go).
+	ooms oomKills
 	// sandboxList and containerList are the whole lists last built, given again while nothing
 	// they are made of changed (list_cache.go). Never changed once built: callers share them.
 	sandboxList   keptListCache[*runtimeapi.ListPodSandboxResponse]

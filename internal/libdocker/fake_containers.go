@@ -47,6 +47,32 @@ func (f *Fake) ExitContainer(idOrName string, code int) error {
 	return nil
 }
 
+// OOMKillContainer ends a running container as the kernel's OOM killer does (exit code 137)
+// and emits Docker's oom and die events. Docker 20.10 records State.OOMKilled only when
+// containerd's TaskOOM comes before the task's exit: recorded false emulates the race it loses
+// (die first, OOMKilled false, the oom event after).
+func (f *Fake) OOMKillContainer(idOrName string, recorded bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, err := f.lookupContainer(idOrName)
+	if err != nil {
+		return err
+	}
+	if !c.resp.State.Running {
+		return fmt.Errorf("libdocker.Fake: container %s is not running", idOrName)
+	}
+	if recorded {
+		f.emit(c, events.ActionOOM, nil)
+	}
+	c.setStopped(137)
+	c.resp.State.OOMKilled = recorded
+	f.emit(c, events.ActionDie, exitCodeAttr(137))
+	if !recorded {
+		f.emit(c, events.ActionOOM, nil)
+	}
+	return nil
+}
+
 // RestartingContainer makes a running container's process exit with code and leaves it as
 // Docker does while a restart policy waits to start it again: status "restarting", Running and
 // Restarting both true, no process. StopContainer ends that: the container is exited.

@@ -12,7 +12,7 @@ import (
 // Change is one change of a tracked container that the store learned.
 type Change struct {
 	ID string
-	// Action is what happened: create, start, die or destroy for an event the store followed;
+	// Action is what happened: create, start, die, oom or destroy for an event the store followed;
 	// for a relist's change create (new), destroy (gone) or "" (its state changed).
 	Action events.Action
 	// State is the container's Docker state as of this change ("created", "running",
@@ -135,15 +135,30 @@ var publishedActions = map[events.Action]string{
 	events.ActionCreate: "created", events.ActionStart: "running", events.ActionDie: "exited", events.ActionDestroy: "",
 }
 
-// tellEvent tells subscribers of a Docker event of a tracked container.
+// tellEvent tells subscribers of a Docker event of a tracked container. An oom event is told
+// as it comes and changes nothing subscribers know of the container: Docker 20.10 records
+// State.OOMKilled only when containerd's TaskOOM comes before the task's exit, while the event
+// always comes, after the die when Docker lost that race.
 func (s *Store) tellEvent(m events.Message) {
-	state, ok := publishedActions[m.Action]
-	if !ok || m.Actor.ID == "" {
-		return
-	}
 	at := time.Unix(0, m.TimeNano)
 	if m.TimeNano == 0 {
 		at = time.Unix(m.Time, 0)
+	}
+	if m.Action == events.ActionOOM && m.Actor.ID != "" {
+		s.pub.Lock()
+		defer s.pub.Unlock()
+		c := Change{ID: m.Actor.ID, Action: m.Action, Labels: m.Actor.Attributes, Attributes: m.Actor.Attributes, Time: at}
+		if old, ok := s.pub.told[c.ID]; ok {
+			c.State = old.State
+		}
+		for sub := range s.pub.subs {
+			sub.push(Event{Changes: []Change{c}})
+		}
+		return
+	}
+	state, ok := publishedActions[m.Action]
+	if !ok || m.Actor.ID == "" {
+		return
 	}
 	c := Change{ID: m.Actor.ID, Action: m.Action, State: state, Labels: m.Actor.Attributes, Attributes: m.Actor.Attributes, Time: at}
 	s.pub.Lock()

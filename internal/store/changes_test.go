@@ -245,3 +245,42 @@ func TestContainerEventsAfterTheImageStreamEndedAreTold(t *testing.T) {
 		t.Errorf("then %s, want a relist with nothing new", got)
 	}
 }
+
+// An oom event is told with the state subscribers last had, and changes nothing a late
+// subscriber or the next relist starts from: Docker sends it after the die when it lost its
+// OOMKilled race.
+func TestOOMEventsAreToldAndChangeNothing(t *testing.T) {
+	fake := newFake()
+	ctx := context.Background()
+	s := Wrap(fake, Options{Label: testLabel})
+	if err := s.Start(ctx, 10*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	sub := s.Subscribe()
+	t.Cleanup(sub.Close)
+	if got := next(t, sub); got != "relist[]" {
+		t.Fatalf("first event %s", got)
+	}
+	id := create(t, s, "c", "container")
+	if err := s.StartContainer(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := fake.OOMKillContainer(id, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"create %.6s created", "start %.6s running", "die %.6s exited", "oom %.6s exited"} {
+		if got, want := next(t, sub), fmt.Sprintf("event["+want+"]", id); got != want {
+			t.Errorf("event %s, want %s", got, want)
+		}
+	}
+	late := s.Subscribe()
+	t.Cleanup(late.Close)
+	if got, want := next(t, late), fmt.Sprintf("relist[create %.6s exited]", id); got != want {
+		t.Errorf("late subscriber's first event %s, want %s", got, want)
+	}
+	s.Resync()
+	if got := next(t, sub); got != "relist[]" {
+		t.Errorf("after Resync %s, want an empty relist: the oom changed nothing", got)
+	}
+}
