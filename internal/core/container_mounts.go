@@ -155,14 +155,14 @@ func recursiveReadOnlySupported(info *dockerInfo, dockerRuntime string) bool {
 	return dockerRuntime == "runc" || dockerRuntime == "io.containerd.runc.v2"
 }
 
-// ociFeaturesKey is where Docker (25+) puts, in /info's runtime status, the OCI features it
+// OCIFeaturesKey is where Docker (25+) puts, in /info's runtime status, the OCI features it
 // read from the runtime's binary (`RUNTIME features`).
-const ociFeaturesKey = "org.opencontainers.runtime-spec.features"
+const OCIFeaturesKey = "org.opencontainers.runtime-spec.features"
 
 // ociMountOptions are the mount options Docker says runtime's binary supports; false when
 // Docker reports no features for it, or features it cannot read.
 func ociMountOptions(info *dockerInfo, runtime string) ([]string, bool) {
-	raw := info.Runtimes[runtime].Status[ociFeaturesKey]
+	raw := info.Runtimes[runtime].Status[OCIFeaturesKey]
 	if raw == "" {
 		return nil, false
 	}

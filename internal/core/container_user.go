@@ -12,7 +12,8 @@ import (
 // /proc while it runs and kept for after. nil when it was never seen running here, or when
 // its process is not a host process of the container (gVisor, a VM runtime).
 func (s *Service) containerUser(c *container.InspectResponse) *runtimeapi.ContainerUser {
-	if c.State != nil && c.State.Running && c.State.Pid > 0 {
+	// Read once: it is who the first process started as, and each PodSandboxStatus asks.
+	if _, known := s.users.Get(c.ID); !known && c.State != nil && c.State.Running && c.State.Pid > 0 {
 		u, err := procuser.Read(s.stats.Host().Proc(), c.State.Pid, c.ID)
 		if err == nil {
 			s.users.Put(c.ID, u)

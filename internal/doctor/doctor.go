@@ -117,10 +117,6 @@ func cgroupVersion(info system.Info) string {
 // shimType matches a containerd shim v2 runtime type, e.g. io.containerd.runsc.v1.
 var shimType = regexp.MustCompile(`^io\.containerd\.([a-z0-9_-]+)\.(v[0-9]+)$`)
 
-// ociFeaturesKey is where Docker 25+ (API 1.44) reports, in a runtime's /info status, the OCI
-// features it read from the runtime's binary ("BINARY features"): proof that it ran it.
-const ociFeaturesKey = "org.opencontainers.runtime-spec.features"
-
 // runtimeVersionKey matches the version annotation of a runtime's features, e.g.
 // org.opencontainers.runc.version (runc, crun and youki report one).
 var runtimeVersionKey = regexp.MustCompile(`^org\.opencontainers\.([a-z0-9_-]+)\.version$`)
@@ -196,7 +192,7 @@ func runtimeCheck(name string, info system.Info) Check {
 // OCI features Docker read from it, or for the default runtime the commit of its --version;
 // "" when Docker reports nothing.
 func dockerRan(name string, info system.Info) string {
-	if raw := info.Runtimes[name].Status[ociFeaturesKey]; raw != "" {
+	if raw := info.Runtimes[name].Status[core.OCIFeaturesKey]; raw != "" {
 		var features struct {
 			Annotations map[string]string `json:"annotations"`
 		}

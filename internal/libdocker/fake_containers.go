@@ -31,16 +31,26 @@ func (f *Fake) SetStopExitCode(idOrName string, code int) error {
 	return nil
 }
 
+// runningContainerLocked is the running container idOrName names (f.mu held): the start of
+// every emulated exit.
+func (f *Fake) runningContainerLocked(idOrName string) (*fakeContainer, error) {
+	c, err := f.lookupContainer(idOrName)
+	if err != nil {
+		return nil, err
+	}
+	if !c.resp.State.Running {
+		return nil, fmt.Errorf("libdocker.Fake: container %s is not running", idOrName)
+	}
+	return c, nil
+}
+
 // ExitContainer makes a running container's process exit on its own with code, as a crash would.
 func (f *Fake) ExitContainer(idOrName string, code int) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	c, err := f.lookupContainer(idOrName)
+	c, err := f.runningContainerLocked(idOrName)
 	if err != nil {
 		return err
-	}
-	if !c.resp.State.Running {
-		return fmt.Errorf("libdocker.Fake: container %s is not running", idOrName)
 	}
 	c.setStopped(code)
 	f.emit(c, events.ActionDie, exitCodeAttr(code))
@@ -54,12 +64,9 @@ func (f *Fake) ExitContainer(idOrName string, code int) error {
 func (f *Fake) OOMKillContainer(idOrName string, recorded bool) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	c, err := f.lookupContainer(idOrName)
+	c, err := f.runningContainerLocked(idOrName)
 	if err != nil {
 		return err
-	}
-	if !c.resp.State.Running {
-		return fmt.Errorf("libdocker.Fake: container %s is not running", idOrName)
 	}
 	if recorded {
 		f.emit(c, events.ActionOOM, nil)
@@ -79,12 +86,9 @@ func (f *Fake) OOMKillContainer(idOrName string, recorded bool) error {
 func (f *Fake) RestartingContainer(idOrName string, code int) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	c, err := f.lookupContainer(idOrName)
+	c, err := f.runningContainerLocked(idOrName)
 	if err != nil {
 		return err
-	}
-	if !c.resp.State.Running {
-		return fmt.Errorf("libdocker.Fake: container %s is not running", idOrName)
 	}
 	c.setStopped(code)
 	f.emit(c, events.ActionDie, exitCodeAttr(code))
