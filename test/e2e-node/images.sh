@@ -9,7 +9,9 @@
 #   e2e-test-images/agnhost:2.66.1    /agnhost built from test/images/agnhost of the same module
 #   e2e-test-images/agnhost:2.55      (AgnhostPrev; its own image ID) with the busybox base, plus
 #                                     what agnhost's Alpine base gives the specs: curl, bash,
-#                                     netcat-openbsd's nc, ip, ss; /agnhost-2, /uploads, porter's localhost.crt/.key,
+#                                     netcat-openbsd's nc, ip, ss, Alpine 3.21's os-release
+#                                     (the ImageVolume specs cat etc/os-release of kitten for
+#                                     "Alpine Linux"); /agnhost-2, /uploads, porter's localhost.crt/.key,
 #                                     user-defined-in-image (1000) in group-defined-in-image
 #                                     (50000), /var/registry (fake-registry-server's pause:testing)
 #   e2e-test-images/nginx:1.27.0-2    the critest nginx stand-in (test/critest/standins/
@@ -213,6 +215,13 @@ build_context() {
     echo 'user-defined-in-image:x:1000:' >>"$x/etc/group"
     echo 'group-defined-in-image:x:50000:user-defined-in-image' >>"$x/etc/group"
     mkdir -p "$x/home/user-defined-in-image" && chown 1000:1000 "$x/home/user-defined-in-image"
+    # What agnhost's base (alpine:3.21) says it is, where Alpine keeps it: the ImageVolume specs
+    # mount kitten and want "Alpine Linux" in its etc/os-release.
+    mkdir -p "$x/usr/lib"
+    printf '%s\n' 'NAME="Alpine Linux"' 'ID=alpine' 'VERSION_ID=3.21.0' 'PRETTY_NAME="Alpine Linux v3.21"' \
+      'HOME_URL="https://alpinelinux.org/"' 'BUG_REPORT_URL="https://gitlab.alpinelinux.org/alpine/aports/-/issues"' \
+      >"$x/usr/lib/os-release"
+    ln -s ../usr/lib/os-release "$x/etc/os-release"
     fake_registry "$x"
     tail=('EXPOSE 80 8080 8081 9376 5000' 'ENTRYPOINT ["/agnhost"]' 'CMD ["pause"]')
     if [[ $kind != agnhost ]]; then
