@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -116,16 +117,17 @@ func TestGateAnswersNotReadyUntilServed(t *testing.T) {
 // The kubelet's CRI client and crictl call Version first and give up on the connection when it
 // fails: while waiting, the gate answers it with the version it was given, through the
 // interceptors, so that they get on to Status and learn why the runtime is not ready. Before
-// the first failed try to reach Docker, Version is Unavailable: scripts wait for it to answer
-// before they call in.
+// the first try to reach Docker has an outcome, Version waits for it.
 func TestGateAnswersVersionWhileWaiting(t *testing.T) {
 	want := waitingVersion()
 	g := New(want, "DockerDaemonNotReady", "connecting to docker at unix:///var/run/docker.sock")
 	want.RuntimeName = "changed after New" // the gate keeps its own copy
 	rt, _, seen := serve(t, g)
 	ctx := t.Context()
-	if _, err := rt.Version(ctx, &runtimeapi.VersionRequest{Version: "0.1.0"}); status.Code(err) != codes.Unavailable {
-		t.Fatalf("Version before the first Waiting: %v; want Unavailable", err)
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if _, err := rt.Version(short, &runtimeapi.VersionRequest{Version: "0.1.0"}); status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("Version before the first try's outcome: %v; want it to wait (DeadlineExceeded here)", err)
 	}
 	g.Waiting("DockerDaemonNotReady", "docker: connection refused (retrying)")
 
@@ -148,5 +150,42 @@ func TestGateAnswersVersionWhileWaiting(t *testing.T) {
 	}
 	if n := seen.Load(); n != 4 {
 		t.Errorf("the interceptors saw %d calls, want 4 (Version is logged and counted too)", n)
+	}
+}
+
+// systemd's socket activation starts cri-dockerd on a client's first connection, so its first
+// call always comes before the first try to reach Docker; kubeadm's preflight asks once. The
+// call waits and gets the service's answer once it is built.
+func TestGateHoldsCallsUntilTheFirstTry(t *testing.T) {
+	g := New(waitingVersion(), "DockerDaemonNotReady", "connecting to docker at unix:///var/run/docker.sock")
+	rt, img, _ := serve(t, g)
+	ctx := t.Context()
+	type answer struct {
+		version string
+		images  int
+		err     error
+	}
+	got := make(chan answer, 2)
+	go func() {
+		v, err := rt.Version(ctx, &runtimeapi.VersionRequest{})
+		got <- answer{version: v.GetRuntimeVersion(), err: err}
+	}()
+	go func() {
+		l, err := img.ListImages(ctx, &runtimeapi.ListImagesRequest{})
+		got <- answer{images: len(l.GetImages()), err: err}
+	}()
+	for g.waiters.Load() != 2 {
+		select {
+		case a := <-got:
+			t.Fatalf("a call answered before the first try: %+v", a)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	g.Serve(service{})
+	for range 2 {
+		a := <-got
+		if a.err != nil || (a.version != "29.8.0" && a.images != 1) {
+			t.Errorf("a call held until Serve answered %+v; want the service's answer", a)
+		}
 	}
 }
