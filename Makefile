@@ -21,7 +21,7 @@ SYSTEMD_DIR ?= /etc/systemd/system
 .PHONY: help build run install clean \
 	test prebuild lint unit fuzz setup integration \
 	critest critest-gvisor critest-gvisor-docker29 setup-docker29 integration-docker29 critest-docker29 stop-docker29 \
-	e2e-kubelet e2e-node e2e-node-fast vm vm-tools vm-systemd vm-node vm-critest vm-critest-groups vm-checks vm-full vm-start vm-wait vm-stop \
+	e2e-kubelet e2e-node e2e-node-fast e2e-cluster e2e-cluster-smoke vm vm-tools vm-systemd vm-node vm-critest vm-critest-groups vm-checks vm-full vm-start vm-wait vm-stop \
 	bench bench-density mutation \
 	release release-test monitoring-test
 
@@ -147,6 +147,16 @@ e2e-node: build setup ## Kubernetes' node e2e suite, the whole [NodeConformance]
 
 e2e-node-fast: build setup ## the node e2e suite's fast subset
 	test/e2e-node/run.sh --fast $(BIN)
+
+# A kubeadm cluster of nodes as containers (systemd, their own dockerd and containerd, our .deb
+# from `make release` installed with apt), flannel, kube-proxy and CoreDNS, on a private dockerd
+# (test/cluster/README.md); builds its binaries and images into /var/cache/cri-dockerd-ci once.
+CLUSTER_DEB = $(firstword $(wildcard dist/cri-dockerd_*_amd64.deb))
+e2e-cluster: release setup ## kubeadm init + two joins, flannel, Services, DNS, kubectl streams, drain (not in `make test`)
+	test/cluster/run.sh $(CLUSTER_DEB)
+
+e2e-cluster-smoke: release setup ## make test's part of it: init, one join, a cross-node pod, Services and DNS
+	test/cluster/run.sh --smoke $(CLUSTER_DEB)
 
 # The VM test bed (test/vm/README.md): a Debian 12 guest with systemd as PID 1, cgroup v2 and
 # Docker's systemd cgroup driver, under qemu (software emulation here: this machine's KVM does

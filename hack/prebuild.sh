@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Starts, in the background and under nice, the cached builds that `make test` needs only later
-# in its run: Docker 29 (hack/docker29-build.sh), the kubelet, kube-apiserver,
-# kubectl and etcd (test/e2e/build-k8s.sh) and the node e2e suite
-# (test/e2e-node/build.sh). On a fresh machine they are 15-20 minutes of a cold run; begun
+# in its run: Docker 29 (hack/docker29-build.sh), the Kubernetes binaries and etcd
+# (test/e2e/build-k8s.sh), the node e2e suite (test/e2e-node/build.sh) and the cluster test's
+# etcd, CoreDNS and flannel (test/cluster/build.sh). On a fresh machine they are 20-25 minutes
+# of a cold run; begun
 # first, they build while the unit and integration tests and critest run, which leave a core
 # idle most of the time. Each build takes a lock: the step that needs it later waits for it to
 # finish, then finds the binaries (or, should it have failed, builds them itself). With the
@@ -18,7 +19,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
 CACHE=${E2E_CACHE:-/var/cache/cri-dockerd-ci}
 LOG=$CACHE/prebuild.log
-BUILDS=("$HERE/docker29-build.sh" "$ROOT/test/e2e/build-k8s.sh" "$ROOT/test/e2e-node/build.sh")
+BUILDS=("$HERE/docker29-build.sh" "$ROOT/test/e2e/build-k8s.sh" "$ROOT/test/e2e-node/build.sh" "$ROOT/test/cluster/build.sh")
 
 log() { echo "prebuild: $*" >&2; }
 

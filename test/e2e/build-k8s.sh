@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Build kubelet, kube-apiserver, kubectl (Kubernetes v1.37.2) and etcd (v3.6.16) from the Go module
 # proxy into a cache outside the checkout, keyed by version: a second run finds them and returns.
+# kubeadm, kube-controller-manager, kube-scheduler and kube-proxy (the cluster test's,
+# test/cluster/) are built with them: one `go build` shares the packages they have in common.
 # The build modules are k8s-build/kubernetes and k8s-build/etcd (modules of their own, with their
 # go.sum, so nothing touches the main go.mod).
 #
-# Usage: build-k8s.sh   -> prints the bin dir on stdout (last line); it holds all four binaries.
+# Usage: build-k8s.sh   -> prints the bin dir on stdout (last line); it holds all eight binaries.
 # Env: E2E_CACHE (default /var/cache/cri-dockerd-ci)
 # Cold build about 10 minutes on 2 cores (run under nice); nothing to do when present.
 set -euo pipefail
@@ -14,7 +16,8 @@ K8S_VERSION=v1.37.2
 ETCD_VERSION=v3.6.16
 CACHE="${E2E_CACHE:-/var/cache/cri-dockerd-ci}"
 BIN="$CACHE/k8s-bin/kubernetes-$K8S_VERSION-etcd-$ETCD_VERSION"
-BINARIES=(kubelet kube-apiserver kubectl etcd)
+K8S_BINARIES=(kubelet kube-apiserver kubectl kubeadm kube-controller-manager kube-scheduler kube-proxy)
+BINARIES=("${K8S_BINARIES[@]}" etcd)
 
 log() { echo "build-k8s: $*" >&2; }
 
@@ -51,8 +54,10 @@ build() { # MODULE_DIR LDFLAGS PACKAGE...
 }
 mkdir -p "$work/out"
 
-if ! [[ -x $BIN/kubelet && -x $BIN/kube-apiserver && -x $BIN/kubectl ]]; then
-  log "building kubelet, kube-apiserver, kubectl $K8S_VERSION (cold build about 10 minutes)"
+missing=()
+for b in "${K8S_BINARIES[@]}"; do [[ -x $BIN/$b ]] || missing+=("$b"); done
+if ((${#missing[@]})); then
+  log "building ${missing[*]} $K8S_VERSION (cold build about 10 minutes, the cluster's binaries 5 more)"
   minor=${K8S_VERSION#v1.}
   minor=${minor%%.*}
   ldflags="-s -w"
@@ -60,9 +65,8 @@ if ! [[ -x $BIN/kubelet && -x $BIN/kube-apiserver && -x $BIN/kubectl ]]; then
     ldflags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
     ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
   done
-  build kubernetes "$ldflags" k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-apiserver \
-    k8s.io/kubernetes/cmd/kubectl
-  mv "$work/out/kubelet" "$work/out/kube-apiserver" "$work/out/kubectl" "$BIN/"
+  build kubernetes "$ldflags" "${missing[@]/#/k8s.io/kubernetes/cmd/}"
+  for b in "${missing[@]}"; do mv "$work/out/$b" "$BIN/"; done
 fi
 if ! [[ -x $BIN/etcd ]]; then
   log "building etcd $ETCD_VERSION"
