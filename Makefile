@@ -53,7 +53,7 @@ clean: ## remove bin/
 
 ##@ Tests
 
-test: prebuild lint unit setup integration critest critest-gvisor setup-docker29 integration-docker29 critest-docker29 e2e-kubelet e2e-node-fast release-test monitoring-test fuzz vm-checks ## every test, in this order (what CI runs)
+test: prebuild lint unit setup integration critest critest-gvisor setup-docker29 integration-docker29 critest-docker29 e2e-kubelet e2e-node-fast release-test monitoring-test e2e-cluster-smoke fuzz vm-checks ## every test, in this order (what CI runs)
 
 # The long cached builds of later steps (Docker 29, Kubernetes, the node e2e suite), started in
 # the background at once (hack/prebuild.sh); those steps wait for them.

@@ -56,9 +56,16 @@ wait_for() { # SECONDS CMD...: run CMD every second until it succeeds
 dk() { docker -H "unix://$RUN/docker.sock" "$@"; }
 
 [[ $(id -u) == 0 ]] || die "needs root"
-for tool in docker dockerd runc iptables curl; do
+for tool in docker dockerd runc iptables; do
   command -v "$tool" >/dev/null || die "$tool not found (make setup installs Docker)"
 done
+need=()
+for tool in debootstrap curl; do command -v "$tool" >/dev/null || need+=("$tool"); done
+if ((${#need[@]})); then
+  log "installing ${need[*]}"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}" >/dev/null ||
+    { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}" >/dev/null; }
+fi
 
 stop_dockerd() {
   [[ -f $RUN/docker.pid ]] || return 0
