@@ -3,8 +3,8 @@
 # what the cluster test's nodes run, and prints the directory that holds it.
 #
 #   image.sh node        node.tar: the node's root as `docker import` takes it. Debian 12, systemd
-#                        as PID 1, Debian's docker.io (20.10) with its containerd and runc, the CNI
-#                        plugins, kubelet.service and kubeadm's drop-in as Kubernetes' packages
+#                        as PID 1, Debian's docker.io (20.10) with its containerd and runc, gVisor
+#                        (runsc) as Docker runtime "gvisor", the CNI plugins, kubelet.service and kubeadm's drop-in as Kubernetes' packages
 #                        ship them. kubelet, kubeadm, kubectl and our .deb are not in it: run.sh
 #                        mounts and installs them, so a new build of either needs no new image.
 #   image.sh images K8S_BIN CLUSTER_BIN
@@ -24,7 +24,7 @@ set -euo pipefail
 # this script are in the images' key too.
 IMAGE_VERSION=1
 SUITE=bookworm
-NODE_PACKAGES=systemd-sysv,dbus,iproute2,procps,ca-certificates,docker.io,containerd,runc,iptables,conntrack,socat,ethtool,kmod,containernetworking-plugins,less
+NODE_PACKAGES=systemd-sysv,dbus,iproute2,procps,ca-certificates,docker.io,containerd,runc,runsc,iptables,conntrack,socat,ethtool,kmod,containernetworking-plugins,less
 BASE_PACKAGES=iptables,conntrack,ca-certificates
 K8S_VERSION=v1.37.2
 
@@ -92,11 +92,13 @@ for unit in getty@tty1.service console-getty.service apt-daily.timer apt-daily-u
   ln -sf /dev/null "$node/etc/systemd/system/$unit"
 done
 # Docker as Kubernetes' docs set it up for the kubelet: the systemd cgroup driver (kubeadm's
-# default for the kubelet; cri-dockerd reports Docker's driver to it), json-file logs.
+# default for the kubelet; cri-dockerd reports Docker's driver to it), json-file logs. And
+# gVisor (Debian's runsc) as docs/alternative-runtimes.md has users add it, for a RuntimeClass.
 mkdir -p "$node/etc/docker"
 cat >"$node/etc/docker/daemon.json" <<'JSON'
 {
   "exec-opts": ["native.cgroupdriver=systemd"],
+  "runtimes": {"gvisor": {"path": "/usr/bin/runsc", "runtimeArgs": ["--network=host", "--oci-seccomp"]}},
   "log-driver": "json-file",
   "log-opts": {"max-size": "100m"},
   "storage-driver": "overlay2"
