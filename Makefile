@@ -21,7 +21,7 @@ SYSTEMD_DIR ?= /etc/systemd/system
 .PHONY: help build run install clean \
 	test prebuild lint unit fuzz setup integration \
 	critest critest-gvisor critest-gvisor-docker29 setup-docker29 integration-docker29 critest-docker29 stop-docker29 \
-	e2e-kubelet e2e-node e2e-node-fast e2e-cluster e2e-cluster-smoke vm vm-tools vm-systemd vm-node vm-critest vm-critest-groups vm-checks vm-full vm-start vm-wait vm-stop \
+	e2e-kubelet e2e-node e2e-node-fast e2e-cluster e2e-cluster-smoke conformance vm vm-tools vm-systemd vm-node vm-critest vm-critest-groups vm-checks vm-full vm-start vm-wait vm-stop \
 	bench bench-density mutation \
 	release release-test monitoring-test
 
@@ -157,6 +157,12 @@ e2e-cluster: release setup ## kubeadm init + two joins, flannel, Services, DNS, 
 
 e2e-cluster-smoke: release setup ## make test's part of it: init, one join, a cross-node pod, Services and DNS
 	test/cluster/run.sh --smoke $(CLUSTER_DEB)
+
+# Kubernetes Conformance on that cluster (test/cluster/conformance.sh): e2e.test v1.37.2's
+# [Conformance] specs, in parallel then the [Serial] ones, with the stand-in images of
+# test/e2e-node (make e2e-node-fast fills their registry once); then the pod startup SLO.
+conformance: release setup ## Kubernetes Conformance (parallel, then Serial) and the pod startup SLO on the kubeadm cluster (not in `make test`)
+	test/cluster/conformance.sh $(CLUSTER_DEB)
 
 # The VM test bed (test/vm/README.md): a Debian 12 guest with systemd as PID 1, cgroup v2 and
 # Docker's systemd cgroup driver, under qemu (software emulation here: this machine's KVM does

@@ -5,9 +5,10 @@
 # Usage: checks.sh [--smoke] CONTROL_PLANE WORKER...   (run.sh calls it)
 #   --smoke  a pod on the first worker reached from one on the control plane, by pod IP, by a
 #            ClusterIP Service's DNS name and by a NodePort on every node; DNS of the API's Service
-#   else     also: pod to pod between the workers; kubectl logs, exec, attach, port-forward and
-#            cp to a pod on each worker; drain and uncordon of a worker; a worker's dockerd
-#            restarted with its pods running
+#   else     also: pod to pod between the workers; the swap of CLUSTER_UPSTREAM_NODE from
+#            upstream v0.4.3 to ours (CLUSTER_NODE_DEB) with its pods running; kubectl logs, exec, attach, port-forward and
+#            cp to a pod on each worker; a RuntimeClass pod on gVisor; a worker's dockerd
+#            restarted with its pods running; drain and uncordon of a worker
 # Env: CLUSTER_KUBECTL (kubectl with its kubeconfig), CLUSTER_DOCKER (docker with the nodes'
 #      dockerd), CLUSTER_NET (the nodes' /24, the control
 #      plane at .10 and the workers at .11 on), CLUSTER_OUT (logs).
@@ -112,12 +113,42 @@ check "NodePort $np answered from the host on all $((${#workers[@]} + 1)) nodes"
 
 ((smoke)) && exit 0
 
-# --- between the workers ----------------------------------------------------------------------------
+# --- pods on each worker -----------------------------------------------------------------------------------
 for w in "${workers[@]}"; do
   web_pod "web-$w" "$w"
   client_pod "client-$w" "$w"
 done
 for w in "${workers[@]}"; do ready "web-$w" && ready "client-$w"; done
+
+# --- a worker swapped from upstream v0.4.3 to ours with its pods running -----------------------------
+# docs/migration.md: install ours over upstream (same package name, paths and units), restart
+# the service. The pods must go on as they were: same containers, same IPs, no restarts.
+# It comes before any exec into a pod on that node: upstream v0.4.3's exec fails on kubelet
+# 1.36+ ("server gave HTTP response to HTTPS client"), which is one reason to swap.
+if [[ -n ${CLUSTER_UPSTREAM_NODE:-} ]]; then
+  u=$CLUSTER_UPSTREAM_NODE
+  was=$($CLUSTER_DOCKER exec "$u" cri-dockerd --version 2>&1 | head -1)
+  [[ $was == *0.4.3* ]] || die "$u should run upstream v0.4.3, says '$was'"
+  state() { kx get pod "web-$u" "client-$u" -o jsonpath='{range .items[*]}{.status.podIP} {.status.containerStatuses[0].containerID} {.status.containerStatuses[0].restartCount};{end}'; }
+  ip=$(pod_ip "web-$u")
+  got=$(retry 30 fetch "client-${workers[0]}" "http://$ip:8080/") || die "web-$u on upstream before the swap: $got"
+  before=$(state)
+  $CLUSTER_DOCKER exec -e DEBIAN_FRONTEND=noninteractive "$u" apt-get install -y -q --reinstall "$CLUSTER_NODE_DEB" >"$OUT/swap-apt.log" 2>&1 ||
+    { tail -20 "$OUT/swap-apt.log" >&2; die "apt-get install of our .deb over upstream on $u"; }
+  $CLUSTER_DOCKER exec "$u" systemctl restart cri-docker.service || die "systemctl restart cri-docker on $u"
+  now=$($CLUSTER_DOCKER exec "$u" cri-dockerd --version 2>&1 | head -1)
+  [[ $now != *0.4.3* ]] || die "$u still runs '$now' after the swap"
+  kc wait --for=condition=Ready "node/$u" --timeout=60s >/dev/null || die "$u not Ready after the swap"
+  sleep 10 # a few of the kubelet's relists (1 s) and status syncs, through ours
+  after=$(state)
+  [[ $after == "$before" ]] || die "pods on $u changed in the swap: before '$before', after '$after'"
+  ip=$(pod_ip "web-$u")
+  got=$(retry 30 fetch "client-${workers[0]}" "http://$ip:8080/") || die "web-$u after the swap: $got"
+  [[ $got == "web-$u on web-$u" ]] || die "web-$u answered '$got' after the swap"
+  check "swap on $u from '$was' to '$now' with its pods running: same containers, IPs and restart counts ($after), still serving"
+fi
+
+# --- pod to pod between the workers -----------------------------------------------------------------
 for a in "${workers[@]}"; do
   for b in "${workers[@]}"; do
     [[ $a == "$b" ]] && continue
@@ -165,6 +196,40 @@ YAML
     die "kubectl attach to $w: the container did not echo (logs: $(kx logs "echo-$w" 2>&1))"
   check "kubectl logs, exec, cp both ways, port-forward and attach to pods on $w"
 done
+
+# --- a RuntimeClass pod on gVisor ------------------------------------------------------------------
+# The nodes' Docker has runtime "gvisor" (runsc); the RuntimeClass's handler reaches Docker as
+# HostConfig.Runtime of the pod's sandbox and of its containers.
+w=${workers[-1]}
+kc apply -f - >/dev/null <<YAML
+apiVersion: node.k8s.io/v1
+kind: RuntimeClass
+metadata: {name: gvisor}
+handler: gvisor
+YAML
+kx apply -f - >/dev/null <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: sandboxed, labels: {app: sandboxed}}
+spec:
+  runtimeClassName: gvisor
+  nodeSelector: {kubernetes.io/hostname: $w}
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: web
+    image: $IMAGE
+    command: [sh, -c, 'mkdir -p /www && echo "sandboxed on \$(hostname)" >/www/index.html && exec httpd -f -p 8080 -h /www']
+    readinessProbe: {tcpSocket: {port: 8080}, periodSeconds: 1}
+YAML
+ready sandboxed
+got=$(kx exec sandboxed -- dmesg 2>&1) || die "dmesg in the gVisor pod: $got"
+grep -qi gvisor <<<"$got" || die "the pod on RuntimeClass gvisor does not run under gVisor (dmesg: $(head -c 300 <<<"$got"))"
+runtimes=$($CLUSTER_DOCKER exec "$w" sh -c 'docker ps -q --filter label=io.kubernetes.pod.name=sandboxed | xargs docker inspect --format "{{.HostConfig.Runtime}}" | sort -u | tr "\n" " "')
+[[ $runtimes == "gvisor " ]] || die "Docker on $w runs the gvisor pod's containers with runtimes '$runtimes', want gvisor for the sandbox and every container"
+ip=$(pod_ip sandboxed)
+got=$(retry 30 fetch "client" "http://$ip:8080/") || die "client on $cp_node could not fetch the gVisor pod ($ip) on $w: $got"
+[[ $got == "sandboxed on sandboxed" ]] || die "the gVisor pod answered '$got'"
+check "RuntimeClass gvisor: the pod on $w runs under gVisor (dmesg), Docker runs its sandbox and container with runtime gvisor, and it served '$got' across nodes"
 
 # --- a worker's dockerd restarted with its pods running ----------------------------------------------
 # Debian's docker.io has no live-restore: its containers stop with it. The kubelet must see them

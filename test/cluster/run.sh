@@ -5,13 +5,18 @@
 # CNI, kube-proxy in iptables mode and CoreDNS, all as kubeadm and their manifests deploy them.
 # Then the checks of test/cluster/checks.sh.
 #
-# Usage: test/cluster/run.sh [--smoke] [--keep] DEB
-#   --smoke  one worker and the smoke checks (what `make test` runs): a pod on the worker
-#            reached from one on the control plane, a ClusterIP and a NodePort Service, DNS
-#   --keep   leave the cluster running (kubeconfig: $OUT/admin.conf; stop it with --down)
-#   --down   remove a cluster a --keep run left
+# Usage: test/cluster/run.sh [--smoke | --no-checks] [--keep] DEB
+#   --smoke      one worker and the smoke checks (what `make test` runs): a pod on the worker
+#                reached from one on the control plane, a ClusterIP and a NodePort Service, DNS
+#   --no-checks  the cluster only, all nodes on ours (conformance.sh runs its suite on it)
+#   --keep       leave the cluster running (kubeconfig: $OUT/admin.conf; stop it with --down)
+#   --down       remove a cluster a --keep run left
 # Env: CLUSTER_OUT (logs; default a new /tmp/cri-dockerd-cluster.XXXXXX, kept),
-#      CLUSTER_WORKERS (default 2; --smoke: 1), E2E_CACHE (default /var/cache/cri-dockerd-ci).
+#      CLUSTER_WORKERS (default 2; --smoke: 1), E2E_CACHE (default /var/cache/cri-dockerd-ci),
+#      CLUSTER_LOCK_HELD=1: the caller holds /var/cache/cri-dockerd-ci/cluster.lock,
+#      CLUSTER_REGISTRY_DATA: a docker-registry storage directory (test/e2e-node/images.sh's
+#      stand-ins under their public names) to serve on the bridge; the nodes' Docker pulls
+#      registry.k8s.io and gcr.io from it over plain HTTP (a proxy, as test/e2e-node/run.sh does).
 #
 # The nodes run on a private dockerd (own data root under /var/lib/cri-dockerd-cluster, kept
 # between runs with the node image in it; own socket, containerd namespace and bridge, no
@@ -29,13 +34,14 @@ BRIDGE=crid-cluster
 POD_CIDR=10.244.0.0/16
 CRI_SOCKET=unix:///var/run/cri-dockerd.sock
 
-smoke=0 keep=0 down=0 deb=
+smoke=0 keep=0 down=0 checks=1 deb=
 for a in "$@"; do
   case $a in
   --smoke) smoke=1 ;;
+  --no-checks) checks=0 ;;
   --keep) keep=1 ;;
   --down) down=1 ;;
-  -*) echo "usage: $0 [--smoke] [--keep] DEB | --down" >&2; exit 2 ;;
+  -*) echo "usage: $0 [--smoke | --no-checks] [--keep] DEB | --down" >&2; exit 2 ;;
   *) deb=$a ;;
   esac
 done
@@ -81,6 +87,7 @@ stop_dockerd() {
   rm -f "$RUN/docker.pid"
 }
 teardown() {
+  if [[ -f $RUN/registry.pid ]]; then kill "$(cat "$RUN/registry.pid")" 2>/dev/null || true; fi
   stop_dockerd
   iptables -D FORWARD -i "$BRIDGE" -o "$BRIDGE" -j ACCEPT 2>/dev/null || true
   iptables -D FORWARD -o "$BRIDGE" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT 2>/dev/null || true
@@ -91,8 +98,11 @@ teardown() {
 }
 
 mkdir -p /var/cache/cri-dockerd-ci
-exec 9>/var/cache/cri-dockerd-ci/cluster.lock
-flock -w 1800 9 || die "another cluster run holds /var/cache/cri-dockerd-ci/cluster.lock"
+# CLUSTER_LOCK_HELD: the caller (conformance.sh) holds the lock across --keep and --down.
+if [[ -z ${CLUSTER_LOCK_HELD:-} ]]; then
+  exec 9>/var/cache/cri-dockerd-ci/cluster.lock
+  flock -w 1800 9 || die "another cluster run holds /var/cache/cri-dockerd-ci/cluster.lock"
+fi
 if ((down)); then
   teardown
   log "removed"
@@ -106,6 +116,13 @@ mkdir -p "$OUT"
 log "logs in $OUT"
 K8S=$("$ROOT/test/e2e/build-k8s.sh" | tail -n 1)
 CBIN=$("$HERE/build.sh" | tail -n 1)
+# The full run's last worker starts on upstream cri-dockerd v0.4.3 (hack/upstream.sh builds it)
+# and is swapped to ours with its pods running (checks.sh).
+UPSTREAM_NODE=
+if ((!smoke && checks)); then
+  UPSTREAM_BIN=$("$ROOT/hack/upstream.sh" | tail -n 1)
+  UPSTREAM_NODE=crid-w$WORKERS
+fi
 
 cleanup() {
   local rc=$?
@@ -153,14 +170,14 @@ ip addr add 169.254.216.1/30 dev "$BRIDGE-0"
 ip link set "$BRIDGE-0" up
 # The nodes are privileged containers, which this machine's runc cannot start as it is
 # (runc-nosysresource says why). Their cgroups go under one parent of their own; cgroupfs, as
-# this machine has no systemd.
+# this machine has no systemd. 9>&-: what outlives a --keep run must not hold the lock.
 install -m 755 "$HERE/runc-nosysresource" "$RUN/runc"
 ln -sf "$(command -v runc)" "$RUN/runc.real"
 dockerd --host "unix://$RUN/docker.sock" --data-root "$DATA/docker" --exec-root "$RUN/exec" \
   --pidfile "$RUN/docker.pid" --bridge "$BRIDGE-0" --iptables=false --ip-masq=false \
   --add-runtime "crid-runc=$RUN/runc" --default-runtime crid-runc \
   --containerd-namespace crid-cluster --containerd-plugins-namespace crid-cluster-plugins \
-  --cgroup-parent /cri-dockerd-cluster >"$OUT/dockerd.log" 2>&1 &
+  --cgroup-parent /cri-dockerd-cluster >"$OUT/dockerd.log" 2>&1 9>&- &
 wait_for 60 dk version || { tail -20 "$OUT/dockerd.log" >&2; die "the private dockerd did not answer within 60 s"; }
 dk network rm "$NAME" >/dev/null 2>&1 || true # a killed run's
 dk network create -d bridge --subnet "$NET.0/24" --gateway "$NET.1" \
@@ -169,6 +186,17 @@ dk network create -d bridge --subnet "$NET.0/24" --gateway "$NET.1" \
 # (br_netfilter): let the nodes talk to each other and answer the host.
 iptables -I FORWARD -i "$BRIDGE" -o "$BRIDGE" -j ACCEPT
 iptables -I FORWARD -o "$BRIDGE" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
+# The stand-in registry, on the host's end of the bridge.
+REGISTRY=
+if [[ -n ${CLUSTER_REGISTRY_DATA:-} ]]; then
+  [[ -x /usr/bin/docker-registry ]] || die "CLUSTER_REGISTRY_DATA needs Debian's docker-registry"
+  REGISTRY=$NET.1:5000
+  printf 'version: 0.1\nlog: {level: warn, accesslog: {disabled: true}}\nstorage: {filesystem: {rootdirectory: %s}}\nhttp: {addr: "%s"}\n' \
+    "$CLUSTER_REGISTRY_DATA" "$REGISTRY" >"$RUN/registry.yml"
+  /usr/bin/docker-registry serve "$RUN/registry.yml" >"$OUT/registry.log" 2>&1 9>&- &
+  echo $! >"$RUN/registry.pid"
+  wait_for 10 curl -sf "http://$REGISTRY/v2/" || die "the registry did not answer on $REGISTRY"
+fi
 
 # --- images -----------------------------------------------------------------------------------------
 NODE_IMG=$("$HERE/image.sh" node | tail -n 1)
@@ -198,6 +226,7 @@ start_node() { # NAME IP
     --tmpfs /run:exec,mode=755 --tmpfs /tmp:exec --volume /var \
     -v "$K8S/kubelet:/usr/bin/kubelet:ro" -v "$K8S/kubeadm:/usr/bin/kubeadm:ro" \
     -v "$K8S/kubectl:/usr/bin/kubectl:ro" -v "$share:/crid:ro" -v "$IMG:/crid-img:ro" \
+    ${UPSTREAM_NODE:+-v "$UPSTREAM_BIN:/crid-upstream/cri-dockerd:ro"} \
     "$node_image" >/dev/null
   nodes+=("$1")
 }
@@ -209,11 +238,25 @@ node_ready() { # NAME: systemd up, Docker up, our .deb installed and its socket 
   # its pod, a loop its loop plugin stops on; no DNS server is reachable from here, so the
   # upstream is the host's end of the bridge, where none answers: names outside the cluster fail.
   dk exec "$n" sh -c "echo 'nameserver $NET.1' >/etc/resolv.conf"
+  if [[ -n $REGISTRY ]]; then
+    # Pulls of the public registries' names over plain HTTP (insecure-registries: https is tried
+    # first, through a proxy that refuses at once, then http through HTTP_PROXY), as
+    # test/e2e-node/run.sh does for its dockerd.
+    dk exec "$n" sh -c "sed -i '1a \"insecure-registries\": [\"registry.k8s.io\", \"gcr.io\", \"k8s.gcr.io\", \"invalid.registry.k8s.io\"],' /etc/docker/daemon.json &&
+      mkdir -p /etc/systemd/system/docker.service.d &&
+      printf '[Service]\nEnvironment=HTTP_PROXY=http://$REGISTRY HTTPS_PROXY=http://$NET.1:1 NO_PROXY=\n' >/etc/systemd/system/docker.service.d/registry.conf &&
+      systemctl daemon-reload && systemctl restart docker.service" || die "$n: Docker with the stand-in registry"
+  fi
   dk exec -e DEBIAN_FRONTEND=noninteractive "$n" apt-get install -y -q "/crid/$(basename "$deb")" >"$OUT/$n.apt.log" 2>&1 ||
     { tail -20 "$OUT/$n.apt.log" >&2; die "$n: apt-get install of our .deb"; }
   dk exec "$n" systemctl is-active cri-docker.socket >/dev/null || die "$n: cri-docker.socket not active after the install"
   dk exec "$n" docker load -q -i /crid-img/images.tar >"$OUT/$n.load.log" 2>&1 ||
     { tail -5 "$OUT/$n.load.log" >&2; die "$n: docker load"; }
+  if [[ $n == "$UPSTREAM_NODE" ]]; then
+    # Upstream's binary under the same path and units (its package has the same ones), before
+    # the socket has started either.
+    dk exec "$n" cp /crid-upstream/cri-dockerd /usr/bin/cri-dockerd
+  fi
 }
 t0=$(now)
 start_node crid-cp "$NET.10"
@@ -253,10 +296,11 @@ kc -n kube-system rollout status deployment/coredns --timeout=180s >/dev/null ||
 log "CoreDNS available"
 
 # --- checks -----------------------------------------------------------------------------------------
-export CLUSTER_KUBECTL="$K8S/kubectl --kubeconfig $OUT/admin.conf" CLUSTER_DOCKER="docker -H unix://$RUN/docker.sock" CLUSTER_NET=$NET CLUSTER_OUT=$OUT
+export CLUSTER_KUBECTL="$K8S/kubectl --kubeconfig $OUT/admin.conf" CLUSTER_DOCKER="docker -H unix://$RUN/docker.sock" CLUSTER_NET=$NET CLUSTER_OUT=$OUT \
+  CLUSTER_UPSTREAM_NODE=$UPSTREAM_NODE CLUSTER_NODE_DEB=/crid/$(basename "$deb")
 if ((smoke)); then
   "$HERE/checks.sh" --smoke "${nodes[@]}"
-else
+elif ((checks)); then
   "$HERE/checks.sh" "${nodes[@]}"
 fi
 log "PASS"

@@ -9,7 +9,7 @@
 #   e2e-test-images/agnhost:2.66.1    /agnhost built from test/images/agnhost of the same module
 #   e2e-test-images/agnhost:2.55      (AgnhostPrev; its own image ID) with the busybox base, plus
 #                                     what agnhost's Alpine base gives the specs: curl, bash,
-#                                     netcat-openbsd's nc, ip, ss, Alpine 3.21's os-release
+#                                     netcat-openbsd's nc, ip, ss, dig, getent, Alpine 3.21's os-release
 #                                     (the ImageVolume specs cat etc/os-release of kitten for
 #                                     "Alpine Linux"); /agnhost-2, /uploads, porter's localhost.crt/.key,
 #                                     user-defined-in-image (1000) in group-defined-in-image
@@ -60,8 +60,10 @@ IMAGES=(
   "kitten $E2E/kitten:1.8"
   "nautilus $E2E/nautilus:1.8"
 )
-# Host programs copied into images with the libraries they link (Debian's glibc builds).
-HOST_TOOLS=(/usr/bin/curl /usr/bin/bash /usr/sbin/ip /usr/bin/ss /usr/bin/hostname)
+# Host programs copied into images with the libraries they link (Debian's glibc builds). dig
+# (bind9-dnsutils) and getent: what agnhost's Alpine base has (bind-tools, musl-utils) and the
+# DNS conformance specs run in agnhost pods.
+HOST_TOOLS=(/usr/bin/curl /usr/bin/bash /usr/sbin/ip /usr/bin/ss /usr/bin/hostname /usr/bin/dig /usr/bin/getent)
 
 log() { echo "e2e-node images: $*" >&2; }
 

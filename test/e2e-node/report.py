@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Summarise the node e2e suite's ginkgo JUnit reports against expected-failures.txt.
 
-Usage: report.py [--partial] EXPECTED_FAILURES_TXT JUNIT_XML...
+Usage: report.py [--partial] [--name NAME] EXPECTED_FAILURES_TXT JUNIT_XML...
   --partial  a subset ran: do not list expected-failure lines whose spec did not run
+  --name     the suite's name that starts each line (default e2e-node; test/cluster's
+             conformance.sh says conformance)
 
 expected-failures.txt: one line per spec, "<substring of the spec's full name> # reason";
 blank lines and lines starting with # are ignored. A failed spec is expected when one of the
@@ -93,6 +95,7 @@ def read_report(path):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--partial", action="store_true")
+    parser.add_argument("--name", default="e2e-node")
     parser.add_argument("expected")
     parser.add_argument("junit", nargs="+")
     opts = parser.parse_args()
@@ -103,9 +106,9 @@ def main():
         try:
             p, f, s = read_report(path)
         except (OSError, ET.ParseError) as e:
-            print(f"e2e-node: cannot read the junit report {path}: {e}", file=sys.stderr)
+            print(f"{opts.name}: cannot read the junit report {path}: {e}", file=sys.stderr)
             return 2
-        print(f"e2e-node: {os.path.basename(path)}: {len(p)} passed, {len(f)} failed, {len(s)} skipped")
+        print(f"{opts.name}: {os.path.basename(path)}: {len(p)} passed, {len(f)} failed, {len(s)} skipped")
         passed += p
         failed += f
         skipped += s
@@ -117,8 +120,8 @@ def main():
     expected_failed = [(n, m) for n, m in failed if matches(n)]
     used = {e[0] for n, _ in expected_failed for e in matches(n)}
 
-    print(f"e2e-node: {len(passed)} passed, {len(failed)} failed, {len(skipped)} skipped")
-    print(f"e2e-node: {len(expected_failed)} expected failures, {len(unexpected)} unexpected")
+    print(f"{opts.name}: {len(passed)} passed, {len(failed)} failed, {len(skipped)} skipped")
+    print(f"{opts.name}: {len(expected_failed)} expected failures, {len(unexpected)} unexpected")
     if expected_failed:
         print(f"\nExpected failures ({len(expected_failed)}):")
         for name, _ in expected_failed:
@@ -149,7 +152,7 @@ def main():
             print(f"  - line {lineno}: {pattern}")
 
     if not passed and not failed:
-        print("e2e-node: the reports hold no spec results", file=sys.stderr)
+        print(f"{opts.name}: the reports hold no spec results", file=sys.stderr)
         return 2
     return 1 if unexpected else 0
 

@@ -100,9 +100,10 @@ t_start=$SECONDS
 
 # --- setup ------------------------------------------------------------------------------------
 "$ROOT/hack/docker.sh" >/dev/null
-[[ -x /usr/bin/docker-registry ]] || {
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends docker-registry >/dev/null ||
-    { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends docker-registry >/dev/null; }
+# docker-registry serves the stand-ins; images.sh copies dig into agnhost's.
+[[ -x /usr/bin/docker-registry && -x /usr/bin/dig ]] || {
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends docker-registry bind9-dnsutils >/dev/null ||
+    { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends docker-registry bind9-dnsutils >/dev/null; }
 }
 t0=$SECONDS
 E2EBIN=$("$HERE/build.sh" | tail -n 1)
