@@ -10,6 +10,8 @@
 #      CONFORMANCE_PROCS (ginkgo workers of the parallel phase; default 4)
 #      CONFORMANCE_FOCUS (replaces the parallel phase's focus: a subset, reported as partial)
 #      CONFORMANCE_EXPECTED (default conformance-expected-failures.txt here)
+#      CONFORMANCE_TIMEOUT (each phase's ginkgo --timeout; default 4h: specs past it are
+#      reported as interrupted, and the run fails)
 #
 # Images: the specs' images are pulled by their public names (registry.k8s.io/e2e-test-images/…)
 # from the offline stand-ins of test/e2e-node/images.sh, served on the nodes' bridge
@@ -24,6 +26,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 CACHE=${E2E_CACHE:-/var/cache/cri-dockerd-ci}
 PROCS=${CONFORMANCE_PROCS:-4}
+TIMEOUT=${CONFORMANCE_TIMEOUT:-4h}
 EXPECTED=${CONFORMANCE_EXPECTED:-$HERE/conformance-expected-failures.txt}
 PARALLEL_FOCUS=${CONFORMANCE_FOCUS:-'\[Conformance\]'}
 PARALLEL_SKIP='\[Serial\]|\[Disruptive\]|\[Flaky\]'
@@ -110,7 +113,7 @@ run_phase() {
   log "phase $name: $procs worker(s), focus '$focus', skip '$skip' (log: $OUT/$name/ginkgo.log)"
   (
     cd "$OUT/$name"
-    exec setsid "$E2E/ginkgo" run --procs="$procs" --no-color --timeout=4h --poll-progress-after=10m \
+    exec setsid "$E2E/ginkgo" run --procs="$procs" --no-color --timeout="$TIMEOUT" --poll-progress-after=10m \
       --focus="$focus" --skip="$skip" --junit-report="$OUT/junit-$name.xml" \
       "$E2E/e2e.test" -- --kubeconfig "$KUBECONFIG_FILE" --kubectl-path "$K8S/kubectl" \
       --provider skeleton --report-dir "$OUT/$name" --disable-log-dump
