@@ -48,13 +48,9 @@ cp -r "$MOD" "$work/mod"
 mkdir -p "$work/out"
 gobuild() { (cd "$work/mod" && GOFLAGS=-mod=readonly nice -n 19 go "$@"); }
 
-minor=${K8S_VERSION#v1.}
-minor=${minor%%.*}
-ldflags="-s -w"
-for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
-  ldflags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
-  ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
-done
+# shellcheck source=../e2e/k8s-ldflags.sh
+. "$HERE/../e2e/k8s-ldflags.sh"
+ldflags=$(k8s_version_ldflags "$K8S_VERSION")
 if [[ ! -x $BIN/e2e.test ]]; then
   log "building test/e2e $K8S_VERSION (cold build about 20 minutes)"
   gobuild test -c -trimpath -ldflags "$ldflags" -o "$work/out/e2e.test" k8s.io/kubernetes/test/e2e

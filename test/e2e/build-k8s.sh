@@ -12,6 +12,8 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=k8s-ldflags.sh
+. "$HERE/k8s-ldflags.sh"
 K8S_VERSION=v1.37.2
 ETCD_VERSION=v3.6.16
 CACHE="${E2E_CACHE:-/var/cache/cri-dockerd-ci}"
@@ -58,13 +60,7 @@ missing=()
 for b in "${K8S_BINARIES[@]}"; do [[ -x $BIN/$b ]] || missing+=("$b"); done
 if ((${#missing[@]})); then
   log "building ${missing[*]} $K8S_VERSION (cold build about 10 minutes, the cluster's binaries 5 more)"
-  minor=${K8S_VERSION#v1.}
-  minor=${minor%%.*}
-  ldflags="-s -w"
-  for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
-    ldflags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
-    ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
-  done
+  ldflags=$(k8s_version_ldflags "$K8S_VERSION")
   build kubernetes "$ldflags" "${missing[@]/#/k8s.io/kubernetes/cmd/}"
   for b in "${missing[@]}"; do mv "$work/out/$b" "$BIN/"; done
 fi
