@@ -18,6 +18,8 @@ import (
 // it. What the call made is removed once Docker answers; nothing of the pod is left or listed,
 // and the retry succeeds.
 func TestCallsAbandonedDuringCreateLeaveNothing(t *testing.T) {
+	const callerLeft = "the caller gave up while Docker creates the container"
+
 	proxy := startDockerProxy(t, suite.docker.DaemonHost())
 	d := StartDaemon(t, "--docker-endpoint", proxy.Host)
 	podCfg := newPodConfig(t, "abandoned")
@@ -27,6 +29,7 @@ func TestCallsAbandonedDuringCreateLeaveNothing(t *testing.T) {
 	abandon := func(fragment string, call func(ctx context.Context) error) {
 		t.Helper()
 		hold := proxy.HoldCreate(fragment)
+		left := d.logLines(callerLeft)
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
 		errc := make(chan error, 1)
@@ -40,6 +43,9 @@ func TestCallsAbandonedDuringCreateLeaveNothing(t *testing.T) {
 		}
 		cancel()
 		wantCode(t, <-errc, codes.Canceled)
+		// Our client knows at once, the daemon once the stream's reset reaches it: an answer
+		// let through before that goes to a caller the daemon thinks is still there.
+		d.awaitLogLines(left, callerLeft)
 		hold.Release()
 	}
 	// gone waits until Docker holds no container of the pod but keep (the sandbox, if any).

@@ -215,6 +215,17 @@ func (d *Daemon) readLog() string {
 	return string(b)
 }
 
+// logLines counts the lines of the daemon's log that hold fragment.
+func (d *Daemon) logLines(fragment string) int { return strings.Count(d.readLog(), fragment) }
+
+// awaitLogLines waits until the log holds more than before lines with fragment: the daemon
+// logged that it saw what the test did.
+func (d *Daemon) awaitLogLines(before int, fragment string) {
+	d.t.Helper()
+	testutil.Eventually(d.t, 30*time.Second, 10*time.Millisecond, func() bool { return d.logLines(fragment) > before },
+		"cri-dockerd did not log %q", fragment)
+}
+
 func (d *Daemon) dumpLog() {
 	d.t.Logf("cri-dockerd log (%s):\n%s", d.LogPath, d.readLog())
 }

@@ -38,8 +38,12 @@ func TestDockerDownAnswersUnavailableThenRecovers(t *testing.T) {
 			return err
 		},
 	}
+	const unsynced = "reads go to Docker until its events are followed again"
+	before := d.logLines(unsynced)
 	pd.Stop()
 	down := time.Now()
+	// The store answers from memory until it sees Docker's event stream end.
+	d.awaitLogLines(before, unsynced)
 	for name, call := range calls {
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		err := call(ctx)

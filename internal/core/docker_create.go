@@ -14,6 +14,9 @@ import (
 // caller's context is already done, so nothing is left behind.
 const cleanupTimeout = 30 * time.Second
 
+// abandonedCreate starts the debug line logged when a create's caller gives up mid-create.
+const abandonedCreate = "the caller gave up while Docker creates the container"
+
 // createContainer creates a container, retrying once with a randomised name when the name is
 // taken (a container Docker has not finished removing, or a leftover of a crash). Docker goes on
 // creating when the caller gives up, and its answer is the only news of the new ID: so the
@@ -21,6 +24,12 @@ const cleanupTimeout = 30 * time.Second
 // gone is removed.
 func (s *Service) createContainer(ctx context.Context, name string, cfg *container.Config, hc *container.HostConfig) (string, error) {
 	createCtx := context.WithoutCancel(ctx)
+	// Said when it happens, not once Docker answers: the log tells why a container appears
+	// and goes, and tests know the daemon saw the caller leave.
+	stopTelling := context.AfterFunc(ctx, func() {
+		s.log.WithField("name", name).Debugf("%s; what Docker makes is removed once it answers", abandonedCreate)
+	})
+	defer stopTelling()
 	id, err := s.docker.CreateContainer(createCtx, name, cfg, hc)
 	if libdocker.IsConflict(err) && ctx.Err() == nil {
 		s.log.WithField("name", name).Warnf("container name in use, creating with a random suffix: %v", err)
