@@ -18,7 +18,8 @@
 #   e2e-test-images/nginx:1.28.0-2    nginx.c): HTTP 200 on :80, /var/run/nginx.pid, process nginx
 #   e2e-test-images/nonewprivs:1.4    setuid-root nnp (test/images/nonewprivs), CMD nnp
 #   e2e-test-images/nonroot:1.5       busybox, USER 1234
-#   e2e-test-images/glibc-dns-testing:2.1.1  busybox plus Debian's glibc `hostname` (hostname -f)
+#   e2e-test-images/glibc-dns-testing:2.1.1  busybox plus Debian's glibc hostname (hostname -f),
+#                                     dig and getent (the DNS specs' glibc querier)
 #   e2e-test-images/kitten:1.8        agnhost plus kitten.jpg/data.json (test/images/kitten),
 #   e2e-test-images/nautilus:1.8      nautilus.jpg/data.json; CMD test-webserver
 #   pause:3.10.2                      build/pause/linux/pause.c, USER 65535:65535, as upstream
@@ -243,7 +244,9 @@ build_context() {
     tail=('CMD ["nnp"]')
     ;;
   glibc-dns)
-    copy_tool "$x" /usr/bin/hostname
+    # The DNS conformance specs' glibc querier runs hostname, dig and getent in this image.
+    local t
+    for t in /usr/bin/hostname /usr/bin/dig /usr/bin/getent; do copy_tool "$x" "$t"; done
     # Debian's hostname (glibc: hostname -f resolves through nsswitch) ahead of busybox's.
     mkdir -p "$x/bin" && ln -sf /usr/bin/hostname "$x/bin/hostname"
     tail=('CMD ["sh"]')

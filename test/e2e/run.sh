@@ -63,7 +63,24 @@ wait_for() {
     sleep 0.2
   done
 }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# free_port: a port nothing listens on, never handed out twice in a run. It is taken below the
+# kernel's ephemeral range: a port from bind(0) can come back as the source port of an outgoing
+# connection (the apiserver's to etcd) before its own server listens on it, and that server then
+# fails with "address already in use".
+free_port() {
+  local lo p _
+  read -r lo _ </proc/sys/net/ipv4/ip_local_port_range
+  ((lo > 11000)) || lo=32768
+  for _ in {1..200}; do
+    p=$((10000 + RANDOM % (lo - 10000)))
+    grep -qx "$p" "$RUN/ports" 2>/dev/null && continue
+    python3 -c 'import socket, sys; socket.socket().bind(("127.0.0.1", int(sys.argv[1])))' "$p" 2>/dev/null || continue
+    echo "$p" >>"$RUN/ports"
+    echo "$p"
+    return
+  done
+  die "no free port below $lo"
+}
 
 # One run at a time on a machine: the kubelet's cgroups (/kubepods) and kernel tunables are global.
 mkdir -p /var/cache/cri-dockerd-ci
