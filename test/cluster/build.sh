@@ -34,12 +34,11 @@ missing() {
   done
 }
 
-[[ -z $(missing) ]] && { echo "$BIN"; exit 0; }
-command -v go >/dev/null || { log "go not found in PATH"; exit 1; }
-mkdir -p "$BIN"
-exec 8>"$CACHE/cluster-bin/build.lock"
-flock -w 3600 8 || { log "another build holds $CACHE/cluster-bin/build.lock"; exit 1; }
-[[ -z $(missing) ]] && { echo "$BIN"; exit 0; }
+have_all() { [[ -z $(missing) ]]; }
+
+# shellcheck source=../lib/cached-build.sh
+. "$HERE/../lib/cached-build.sh"
+cached_build_start "$CACHE/cluster-bin/build.lock" 3600 go
 
 work="$(mktemp -d "$CACHE/cluster-bin/build.XXXXXX")"
 trap 'rm -rf "$work"' EXIT

@@ -27,19 +27,9 @@ BIN="$CACHE/conformance/bin-kubernetes-$K8S_VERSION-$key"
 log() { echo "conformance build: $*" >&2; }
 have_all() { [[ -x $BIN/e2e.test && -x $BIN/ginkgo && -x $BIN/sample-apiserver ]]; }
 
-if have_all; then
-  echo "$BIN"
-  exit 0
-fi
-command -v go >/dev/null || { log "go not found in PATH"; exit 1; }
-mkdir -p "$BIN"
-# One build at a time on a machine (a second caller waits, then finds the binaries).
-exec 8>"$CACHE/conformance/build.lock"
-flock -w 3600 8 || { log "another build holds $CACHE/conformance/build.lock"; exit 1; }
-if have_all; then
-  echo "$BIN"
-  exit 0
-fi
+# shellcheck source=../lib/cached-build.sh
+. "$HERE/../lib/cached-build.sh"
+cached_build_start "$CACHE/conformance/build.lock" 3600 go
 
 work="$(mktemp -d "$CACHE/conformance/build.XXXXXX")"
 trap 'rm -rf "$work"' EXIT

@@ -11,21 +11,12 @@ MOD="sigs.k8s.io/cri-tools"
 
 log() { echo "build-tools: $*" >&2; }
 
-if [[ -x "$BIN/crictl" && -x "$BIN/critest" ]]; then
-  echo "$BIN"
-  exit 0
-fi
+have_all() { [[ -x $BIN/crictl && -x $BIN/critest ]]; }
 
-command -v go >/dev/null || { log "go not found in PATH"; exit 1; }
-mkdir -p "$BIN"
-# One build at a time (the VM checks of make test may want the tools while the host's do): the
-# second waits, then finds them.
-exec 9>"$BIN.lock"
-flock -w 1800 9 || { log "another build holds $BIN.lock"; exit 1; }
-if [[ -x "$BIN/crictl" && -x "$BIN/critest" ]]; then
-  echo "$BIN"
-  exit 0
-fi
+# One build at a time: the VM checks of make test may want the tools while the host's do.
+# shellcheck source=../lib/cached-build.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/cached-build.sh"
+cached_build_start "$BIN.lock" 1800 go
 work="$(mktemp -d "$CACHE/build.XXXXXX")"
 trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
 

@@ -41,22 +41,10 @@ have_all() {
   for b in "${BINARIES[@]}"; do [[ -x $BIN/$b ]] || return 1; done
 }
 
-if have_all; then
-  echo "$BIN"
-  exit 0
-fi
-
-command -v go >/dev/null || { log "go not found in PATH"; exit 1; }
-command -v gcc >/dev/null && command -v make >/dev/null && command -v bzip2 >/dev/null ||
-  { log "gcc, make or bzip2 not found (apt-get install gcc libc6-dev make bzip2)"; exit 1; }
-mkdir -p "$BIN"
-# One build at a time on a machine (a second caller waits, then finds the binaries).
-exec 8>"$CACHE/e2e-node/build.lock"
-flock -w 3600 8 || { log "another build holds $CACHE/e2e-node/build.lock"; exit 1; }
-if have_all; then
-  echo "$BIN"
-  exit 0
-fi
+# shellcheck source=../lib/cached-build.sh
+. "$HERE/../lib/cached-build.sh"
+# gcc (Debian's gcc and libc6-dev), make and bzip2: busybox and pause.
+cached_build_start "$CACHE/e2e-node/build.lock" 3600 go gcc make bzip2
 
 work="$(mktemp -d "$CACHE/e2e-node/build.XXXXXX")"
 trap 'rm -rf "$work"' EXIT

@@ -28,20 +28,9 @@ have_all() {
   for b in "${BINARIES[@]}"; do [[ -x $BIN/$b ]] || return 1; done
 }
 
-if have_all; then
-  echo "$BIN"
-  exit 0
-fi
-
-command -v go >/dev/null || { log "go not found in PATH"; exit 1; }
-mkdir -p "$BIN"
-# One build at a time on a machine (a second caller waits, then finds the binaries).
-exec 8>"$CACHE/k8s-bin/build.lock"
-flock -w 3600 8 || { log "another build holds $CACHE/k8s-bin/build.lock"; exit 1; }
-if have_all; then
-  echo "$BIN"
-  exit 0
-fi
+# shellcheck source=../lib/cached-build.sh
+. "$HERE/../lib/cached-build.sh"
+cached_build_start "$CACHE/k8s-bin/build.lock" 3600 go
 
 work="$(mktemp -d "$CACHE/k8s-bin/build.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
