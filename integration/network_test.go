@@ -169,16 +169,6 @@ func masqueradeRules(t testing.TB, id string) int {
 	return strings.Count(string(out), id)
 }
 
-func freeHostPort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // httpGet fetches url, retrying for 15 s while the server starts.
 func httpGet(t *testing.T, url string) string {
 	t.Helper()
