@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/cri-dockerd/cri-dockerd/internal/config"
 	"github.com/cri-dockerd/cri-dockerd/internal/core"
+	"github.com/cri-dockerd/cri-dockerd/internal/kerneloom"
 	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
 	"github.com/cri-dockerd/cri-dockerd/internal/metrics"
 	"github.com/cri-dockerd/cri-dockerd/internal/network"
@@ -152,6 +154,16 @@ func serve(ctx context.Context, cfg *config.Config) error {
 	log.WithFields(logrus.Fields{"endpoint": cfg.ContainerRuntimeEndpoint, "docker": cfg.DockerEndpoint}).Info("CRI socket listening; connecting to docker")
 	notifySystemd(log, daemon.SdNotifyReady+"\nSTATUS=connecting to docker at "+cfg.DockerEndpoint)
 
+	// The kernel's OOM kills that Docker missed (kerneloom). Without its log (no CAP_SYSLOG, or a
+	// node container without /dev/kmsg) Docker's oom events are all there is.
+	var kernelLog io.Reader
+	if kmsg, err := kerneloom.Open(); err != nil {
+		log.Infof("not following the kernel's OOM kills in %s: %v", kerneloom.Path, err)
+	} else {
+		defer kmsg.Close() // after the service's Close, below
+		kernelLog = kmsg
+	}
+
 	connectCtx, cancelConnect := context.WithCancel(ctx)
 	defer cancelConnect()
 	connected := make(chan *core.Service, 1)
@@ -177,6 +189,7 @@ func serve(ctx context.Context, cfg *config.Config) error {
 				DockerLogLimit:               core.DockerLogLimit{MaxSize: cfg.DockerLogLimit(), MaxFile: cfg.DockerLogMaxFile},
 				StatsRefreshed:               statsRefreshed,
 				LogWriteFailed:               logWriteFailed,
+				KernelLog:                    kernelLog,
 			})
 		})
 	}()

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -77,4 +78,34 @@ func TestOOMKilledReasonFromDockersOOMEvent(t *testing.T) {
 	if got := reason(killed); got != "Error" {
 		t.Errorf("a 137 without an oom event: reason %q, want Error", got)
 	}
+}
+
+// A kill the shim did not see (before it watched the cgroup: gVisor's sandbox outgrowing its
+// limit while it starts) leaves Docker without an oom event; the kernel's record of it tells.
+func TestOOMKilledReasonFromTheKernelsRecord(t *testing.T) {
+	fake := libdocker.NewFake()
+	kmsg, writeKmsg := io.Pipe()
+	t.Cleanup(func() { writeKmsg.Close() })
+	s := newTestService(t, fake, Options{KernelLog: kmsg})
+	t.Cleanup(s.Close)
+	ctx := context.Background()
+	podID, podCfg := runPod(t, s, "oom", "")
+	id := startedContainer(t, s, podID, podCfg, "killed-at-start")
+	if err := fake.ExitContainer(id, 137); err != nil {
+		t.Fatal(err)
+	}
+	record := "6,2451,255612345,-;oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=" + id +
+		",mems_allowed=0,oom_memcg=/docker/" + id + ",task_memcg=/docker/" + id + ",task=exe,pid=4018,uid=0\n"
+	if _, err := writeKmsg.Write([]byte(record)); err != nil {
+		t.Fatal(err)
+	}
+	reason := func() string {
+		resp, err := s.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Status.Reason
+	}
+	testutil.Eventually(t, 10*time.Second, 10*time.Millisecond, func() bool { return reason() == "OOMKilled" },
+		"after the kernel's record: reason %q, want OOMKilled", reason())
 }

@@ -6,6 +6,7 @@ package core
 import (
 	"context"
 	"fmt"
+	"io"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -18,12 +19,14 @@ import (
 	"github.com/cri-dockerd/cri-dockerd/internal/containerlog"
 	"github.com/cri-dockerd/cri-dockerd/internal/core/startgate"
 	"github.com/cri-dockerd/cri-dockerd/internal/imagevolume"
+	"github.com/cri-dockerd/cri-dockerd/internal/kerneloom"
 	"github.com/cri-dockerd/cri-dockerd/internal/keyedmutex"
 	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
 	"github.com/cri-dockerd/cri-dockerd/internal/network"
 	"github.com/cri-dockerd/cri-dockerd/internal/procuser"
 	"github.com/cri-dockerd/cri-dockerd/internal/stats"
 	"github.com/cri-dockerd/cri-dockerd/internal/store"
+	"github.com/cri-dockerd/cri-dockerd/internal/supervise"
 )
 
 // CRIAPIVersion is the CRI API version this server speaks.
@@ -82,6 +85,9 @@ type Options struct {
 	// (containerlog.Manager.WriteFailed): for the metrics.
 	StatsRefreshed func(d time.Duration, failed bool)
 	LogWriteFailed func()
+	// KernelLog is the kernel's log (kerneloom.Open), followed for OOM kills Docker did not
+	// tell of (kerneloom); nil: Docker's oom events alone.
+	KernelLog io.Reader
 
 	// imageVolumeMounter replaces mount(2) for image volumes in tests.
 	imageVolumeMounter imagevolume.Mounter
@@ -249,6 +255,13 @@ func New(ctx context.Context, docker libdocker.Client, opts Options) (*Service, 
 		}
 	}
 	s.events.start()
+	if opts.KernelLog != nil {
+		// It ends when its reader is closed (serve's, after the service).
+		go supervise.Run(s.log, "following the kernel's OOM kills", func() {
+			err := kerneloom.Follow(opts.KernelLog, s.ooms.mark)
+			s.log.Debugf("no longer following the kernel's OOM kills: %v", err)
+		})
+	}
 	// Until its first relist, the watcher would miss a sandbox removed now (see sandboxIndex.observe).
 	select {
 	case <-s.events.ready:
