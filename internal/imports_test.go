@@ -39,6 +39,7 @@ var parts = map[string][]string{
 // leaves do one small job and import no part; they may import other leaves.
 var leaves = []string{
 	"internal/core/startgate",
+	"internal/dockerid",
 	"internal/kerneloom",
 	"internal/keyedmutex",
 	"internal/libdocker/containerdroot",

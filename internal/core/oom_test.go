@@ -51,16 +51,8 @@ func TestOOMKilledReasonFromDockersOOMEvent(t *testing.T) {
 	fake := libdocker.NewFake()
 	s := newTestService(t, fake, Options{})
 	t.Cleanup(s.Close)
-	ctx := context.Background()
 	podID, podCfg := runPod(t, s, "oom", "")
-	reason := func(id string) string {
-		t.Helper()
-		resp, err := s.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp.Status.Reason
-	}
+	reason := func(id string) string { return containerReason(t, s, id) }
 	for _, recorded := range []bool{true, false} {
 		id := startedContainer(t, s, podID, podCfg, fmt.Sprintf("oom-%v", recorded))
 		if err := fake.OOMKillContainer(id, recorded); err != nil {
@@ -88,7 +80,6 @@ func TestOOMKilledReasonFromTheKernelsRecord(t *testing.T) {
 	t.Cleanup(func() { writeKmsg.Close() })
 	s := newTestService(t, fake, Options{KernelLog: kmsg})
 	t.Cleanup(s.Close)
-	ctx := context.Background()
 	podID, podCfg := runPod(t, s, "oom", "")
 	id := startedContainer(t, s, podID, podCfg, "killed-at-start")
 	if err := fake.ExitContainer(id, 137); err != nil {
@@ -99,13 +90,17 @@ func TestOOMKilledReasonFromTheKernelsRecord(t *testing.T) {
 	if _, err := writeKmsg.Write([]byte(record)); err != nil {
 		t.Fatal(err)
 	}
-	reason := func() string {
-		resp, err := s.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp.Status.Reason
-	}
+	reason := func() string { return containerReason(t, s, id) }
 	testutil.Eventually(t, 10*time.Second, 10*time.Millisecond, func() bool { return reason() == "OOMKilled" },
 		"after the kernel's record: reason %q, want OOMKilled", reason())
+}
+
+// containerReason is ContainerStatus's reason for container id.
+func containerReason(t *testing.T, s *Service, id string) string {
+	t.Helper()
+	resp, err := s.ContainerStatus(context.Background(), &runtimeapi.ContainerStatusRequest{ContainerId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Status.Reason
 }

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/cri-dockerd/cri-dockerd/internal/dockerid"
 	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
 	"github.com/cri-dockerd/cri-dockerd/internal/network"
 	"github.com/cri-dockerd/cri-dockerd/internal/network/podcidr"
@@ -214,26 +215,13 @@ func (s *Service) tearDownGoneSandbox(ctx context.Context, id string) error {
 	if err != nil {
 		return status.Errorf(codes.Internal, "%v", err)
 	}
-	if full == "" && isFullID(id) {
+	if full == "" && dockerid.IsFull(id) {
 		full = id
 	}
 	if full == "" {
 		return nil
 	}
 	return s.tearDownSandboxNetwork(ctx, full, nil)
-}
-
-// isFullID reports whether id is a whole Docker ID (64 hex digits), not a prefix.
-func isFullID(id string) bool {
-	if len(id) != 64 {
-		return false
-	}
-	for _, r := range id {
-		if !strings.ContainsRune("0123456789abcdef", r) {
-			return false
-		}
-	}
-	return true
 }
 
 // netnsPinner keeps sandboxes' network namespaces alive until their DEL (network.NetNSPins).

@@ -14,6 +14,8 @@ import (
 	"os"
 	"strings"
 	"syscall"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/dockerid"
 )
 
 // Path is the kernel's log device.
@@ -70,19 +72,7 @@ func ContainerID(record string) (string, bool) {
 		}
 		last := memcg[strings.LastIndex(memcg, "/")+1:]
 		last = strings.TrimSuffix(strings.TrimPrefix(last, "docker-"), ".scope")
-		return last, isContainerID(last)
+		return last, dockerid.IsFull(last)
 	}
 	return "", false
-}
-
-func isContainerID(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for _, c := range s {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
 }

@@ -40,6 +40,7 @@ import (
 	"github.com/docker/docker/api/types/registry"
 	"github.com/sirupsen/logrus"
 
+	"github.com/cri-dockerd/cri-dockerd/internal/dockerid"
 	"github.com/cri-dockerd/cri-dockerd/internal/keyedmutex"
 	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
 )
@@ -562,23 +563,9 @@ func summaryOf(c *container.InspectResponse) container.Summary {
 	return sum
 }
 
-// isFullID reports whether id is a whole container ID (64 hex digits), as the kubelet sends
-// them; prefixes and names are left to Docker, whose rules (ambiguity) they follow.
-func isFullID(id string) bool {
-	if len(id) != 64 {
-		return false
-	}
-	for _, r := range id {
-		if (r < '0' || r > '9') && (r < 'a' || r > 'f') {
-			return false
-		}
-	}
-	return true
-}
-
 // InspectContainer answers from memory for a tracked container named by its full ID.
 func (s *Store) InspectContainer(ctx context.Context, id string) (*container.InspectResponse, error) {
-	if isFullID(id) {
+	if dockerid.IsFull(id) {
 		s.mu.RLock()
 		e, ok := s.entries[id]
 		synced := s.fromMemory()
@@ -712,7 +699,7 @@ func (s *Store) StopContainer(ctx context.Context, id string, timeout time.Durat
 
 func (s *Store) RemoveContainer(ctx context.Context, id string, opts container.RemoveOptions) error {
 	full := id
-	if !isFullID(id) {
+	if !dockerid.IsFull(id) {
 		// A prefix or a name: which container it is must be known before it is gone.
 		if c, err := s.Client.InspectContainer(ctx, id); err == nil {
 			full = c.ID
@@ -720,7 +707,7 @@ func (s *Store) RemoveContainer(ctx context.Context, id string, opts container.R
 	}
 	call := s.own.begin(full)
 	err := s.Client.RemoveContainer(ctx, id, opts)
-	if err == nil && isFullID(full) {
+	if err == nil && dockerid.IsFull(full) {
 		// Gone for good (an ID is never used again): the events of its end need no reading.
 		s.own.gone(full)
 		s.forget(full)
@@ -768,7 +755,7 @@ func (s *Store) endOwnCall(ctx context.Context, call *ownCall, succeeded bool) {
 // refreshAfter refreshes a container after our own call; should Docker not answer, the store
 // cannot vouch for it any more and goes back to Docker until a relist.
 func (s *Store) refreshAfter(ctx context.Context, id string) {
-	if !isFullID(id) {
+	if !dockerid.IsFull(id) {
 		// A prefix or a name: resolve it as Docker does, once.
 		c, err := s.Client.InspectContainer(context.WithoutCancel(ctx), id)
 		if err != nil {
