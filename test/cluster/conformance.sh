@@ -3,15 +3,18 @@
 # plane and two workers, every node on our .deb), then e2e.test v1.37.2 (conformance-build.sh)
 # as Sonobuoy and hydrophone run it: the [Conformance] specs without [Serial] in parallel, then
 # the [Serial] ones alone; then Kubernetes' pod startup SLO (startup-slo.py: 30 pods per worker
-# posted at once, p99 from creation to Running).
+# posted at once, p99 from creation to Running), on ours and on upstream cri-dockerd v0.4.3 in
+# turn on the same cluster, for the ratio.
 #
-# Usage: conformance.sh [--parallel-only | --serial-only] [--no-slo] DEB
+# Usage: conformance.sh [--parallel-only | --serial-only | --slo-only] [--no-slo] DEB
 # Env: CONFORMANCE_OUT (logs and JUnit reports; default a new /tmp/cri-dockerd-conformance.XXXXXX)
 #      CONFORMANCE_PROCS (ginkgo workers of the parallel phase; default 4)
 #      CONFORMANCE_FOCUS (replaces the parallel phase's focus: a subset, reported as partial)
 #      CONFORMANCE_EXPECTED (default conformance-expected-failures.txt here)
 #      CONFORMANCE_TIMEOUT (each phase's ginkgo --timeout; default 4h: specs past it are
 #      reported as interrupted, and the run fails)
+#      CONFORMANCE_SLO_ROUNDS (default 2: each round measures ours and upstream once, the
+#      first of the pair alternating, so neither always comes first)
 #
 # Images: the specs' images are pulled by their public names (registry.k8s.io/e2e-test-images/…)
 # from the offline stand-ins of test/e2e-node/images.sh, served on the nodes' bridge
@@ -38,8 +41,9 @@ for a in "$@"; do
   case $a in
   --parallel-only) serial=0 ;;
   --serial-only) parallel=0 ;;
+  --slo-only) parallel=0 serial=0 ;;
   --no-slo) slo=0 ;;
-  -*) echo "usage: $0 [--parallel-only | --serial-only] [--no-slo] DEB" >&2; exit 2 ;;
+  -*) echo "usage: $0 [--parallel-only | --serial-only | --slo-only] [--no-slo] DEB" >&2; exit 2 ;;
   *) deb=$a ;;
   esac
 done
@@ -48,7 +52,7 @@ done
 log() { echo "conformance: $(date -u +%T) $*" >&2; }
 die() { log "FAIL: $*"; exit 1; }
 
-[[ -f $deb ]] || die "usage: $0 [--parallel-only | --serial-only] [--no-slo] DEB (make release builds dist/cri-dockerd_*_amd64.deb)"
+[[ -f $deb ]] || die "usage: $0 [--parallel-only | --serial-only | --slo-only] [--no-slo] DEB (make release builds dist/cri-dockerd_*_amd64.deb)"
 REGISTRY_DATA=$CACHE/e2e-node/registry/data
 [[ -f $CACHE/e2e-node/registry/pushed && -d $REGISTRY_DATA/docker ]] ||
   die "no stand-in images in $CACHE/e2e-node/registry: run 'make e2e-node-fast' once (it builds and pushes them)"
@@ -60,6 +64,7 @@ t_start=$SECONDS
 
 E2E=$("$HERE/conformance-build.sh" | tail -n 1)
 K8S=$("$ROOT/test/e2e/build-k8s.sh" | tail -n 1)
+((slo)) && UPSTREAM_BIN=$("$ROOT/hack/upstream.sh" | tail -n 1)
 
 # The cluster lock for the whole run: run.sh --keep returns with the cluster up, and no other
 # cluster run may take it down under the suite.
@@ -136,8 +141,51 @@ if ((${#reports[@]})); then
     tee "$OUT/report.txt" || rc=$?
 fi
 
+# use_cri_dockerd ours|upstream: every worker's cri-dockerd becomes that binary (renamed into
+# place, as a package upgrade does) and is restarted with its pods running (docs/migration.md);
+# then waits for the nodes Ready and a few of the kubelet's relists through it.
+use_cri_dockerd() {
+  local n
+  for n in "${workers[@]}"; do
+    $CLUSTER_DOCKER exec "$n" sh -c "cp /usr/bin/cri-dockerd.$1 /usr/bin/cri-dockerd.new &&
+      mv -f /usr/bin/cri-dockerd.new /usr/bin/cri-dockerd && systemctl restart cri-docker.service" ||
+      die "$n: restart on $1's cri-dockerd"
+    log "$n: $($CLUSTER_DOCKER exec "$n" cri-dockerd --version 2>&1 | head -1)"
+  done
+  for n in "${workers[@]}"; do
+    "$K8S/kubectl" --kubeconfig "$KUBECONFIG_FILE" wait --for=condition=Ready "node/$n" --timeout=120s >/dev/null ||
+      die "$n not Ready on $1's cri-dockerd"
+  done
+  sleep 10
+}
+
 if ((slo)); then
-  python3 "$HERE/startup-slo.py" "$K8S/kubectl" "$KUBECONFIG_FILE" "${workers[@]}" | tee "$OUT/slo.txt" ||
-    { log "the startup SLO run did not finish"; rc=1; }
+  for n in "${workers[@]}"; do
+    $CLUSTER_DOCKER exec "$n" cp /usr/bin/cri-dockerd /usr/bin/cri-dockerd.ours || die "$n: keep our binary"
+    $CLUSTER_DOCKER cp "$UPSTREAM_BIN" "$n:/usr/bin/cri-dockerd.upstream" || die "$n: copy in upstream's binary"
+  done
+  : >"$OUT/slo.txt"
+  for r in $(seq "${CONFORMANCE_SLO_ROUNDS:-2}"); do
+    order=(ours upstream)
+    ((r % 2)) || order=(upstream ours)
+    for which in "${order[@]}"; do
+      use_cri_dockerd "$which"
+      python3 "$HERE/startup-slo.py" --label "$which $r" "$K8S/kubectl" "$KUBECONFIG_FILE" "${workers[@]}" |
+        tee -a "$OUT/slo.txt" || { log "the startup SLO run on $which did not finish"; rc=1; }
+    done
+  done
+  # The ratio of the medians over the rounds, per percentile (ours / upstream: below 1 is faster).
+  python3 - "$OUT/slo.txt" <<'PY' | tee -a "$OUT/slo.txt"
+import re, statistics, sys
+runs = {}
+for line in open(sys.argv[1]):
+    m = re.match(r"slo (\w+) \d+: creation to Running \(watch\): p50 ([\d.]+) s, p90 ([\d.]+) s, p99 ([\d.]+) s", line)
+    if m:
+        runs.setdefault(m[1], []).append([float(x) for x in m.groups()[1:]])
+if set(runs) == {"ours", "upstream"}:
+    med = {k: [statistics.median(col) for col in zip(*v)] for k, v in runs.items()}
+    print("slo ratio ours/upstream (median of %d and %d runs): p50 %.2f, p90 %.2f, p99 %.2f" % (
+        len(runs["ours"]), len(runs["upstream"]), *(o / u for o, u in zip(med["ours"], med["upstream"]))))
+PY
 fi
 exit "$rc"

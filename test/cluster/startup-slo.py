@@ -3,6 +3,7 @@
 pod's creation to the watch showing it Running with every container started.
 
 Usage: startup-slo.py KUBECTL KUBECONFIG WORKER... [--per-node 30] [--image IMAGE] [--timeout 600]
+                     [--label LABEL]
 
 The SLO (sig-scalability, "pod startup latency"): the 99th percentile of creation-to-Running as
 observed by a watch, over stateless pods whose images are on the node, is at most 5 s. Both ends
@@ -12,7 +13,8 @@ container started. creationTimestamp has whole seconds only, so it is not used. 
 IMAGE (default the pause image the nodes hold), each worker's share held to it by a
 nodeSelector (the scheduler still binds them), in a namespace of their own, removed at the end.
 
-Prints "slo: ..." lines (p50, p90, p99, max) and exits 0; 1 when pods did not all start in time.
+Prints "slo: ..." lines (p50, p90, p99, max; "slo LABEL: ..." with --label) and exits 0; 1
+when pods did not all start in time.
 It reports, it does not judge: the figures go to docs/benchmarks.md.
 """
 
@@ -41,6 +43,7 @@ def main():
     ap.add_argument("--per-node", type=int, default=30)
     ap.add_argument("--image", default="registry.k8s.io/pause:3.10.2")
     ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--label", default="", help="names the run in each line (slo LABEL: ...)")
     a = ap.parse_args()
     kc = [a.kubectl, "--kubeconfig", a.kubeconfig]
 
@@ -106,16 +109,17 @@ def main():
     with lock:
         lat = [running[n] - created[n] for n in running if n in created]
         missing = sorted(names - set(running))
-    print(f"slo: {len(pods)} pods ({a.per_node} per worker on {len(a.workers)} workers) posted in "
+    tag = f"slo {a.label}:" if a.label else "slo:"
+    print(f"{tag} {len(pods)} pods ({a.per_node} per worker on {len(a.workers)} workers) posted in "
           f"{t_posted - t_post:.2f} s; {len(lat)} Running within {a.timeout:.0f} s")
     if lat:
-        print(f"slo: creation to Running (watch): p50 {percentile(lat, 50):.2f} s, p90 {percentile(lat, 90):.2f} s, "
+        print(f"{tag} creation to Running (watch): p50 {percentile(lat, 50):.2f} s, p90 {percentile(lat, 90):.2f} s, "
               f"p99 {percentile(lat, 99):.2f} s, max {max(lat):.2f} s (the SLO: p99 <= 5 s)")
         last = max(running.values()) - t_post
-        print(f"slo: all Running {last:.2f} s after the post began")
+        print(f"{tag} all Running {last:.2f} s after the post began")
     subprocess.run(kc + ["delete", "namespace", NAMESPACE, "--wait=false"], stdout=subprocess.DEVNULL)
     if missing:
-        print(f"slo: not Running: {', '.join(missing[:10])}{' ...' if len(missing) > 10 else ''}", file=sys.stderr)
+        print(f"{tag} not Running: {', '.join(missing[:10])}{' ...' if len(missing) > 10 else ''}", file=sys.stderr)
         return 1
     return 0
 
