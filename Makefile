@@ -1,6 +1,8 @@
 # cri-dockerd. `make run` serves on this node; `make test` sets up a fresh Debian machine
-# (Docker engine, test runtimes, test images, critest) and runs every test. `make help` lists
-# the targets. Scripts: hack/ (machine set-up, helpers), test/ (the suites).
+# (Docker engines, test runtimes, test images, critest, a kubelet) and runs the gate, the tests
+# every change must pass (what CI runs); `make test-all` runs the gate and then every tier, the
+# long suites (docs/testing.md). `make help` lists the targets. Scripts: hack/ (machine set-up,
+# helpers), test/ (the suites; test/lib what they share, test/versions.sh what they build).
 SHELL := /bin/bash
 GO ?= go
 BIN := bin/cri-dockerd
@@ -19,9 +21,9 @@ DESTDIR ?=
 SYSTEMD_DIR ?= /etc/systemd/system
 
 .PHONY: help build run install clean \
-	test prebuild lint unit fuzz setup integration \
+	test test-all tiers prebuild lint shellcheck unit fuzz setup integration \
 	critest critest-gvisor critest-gvisor-docker29 setup-docker29 integration-docker29 critest-docker29 stop-docker29 \
-	e2e-kubelet e2e-node e2e-node-fast e2e-cluster e2e-cluster-smoke conformance vm vm-tools vm-systemd vm-node vm-critest vm-critest-groups vm-checks vm-full vm-start vm-wait vm-stop \
+	e2e-kubelet e2e-node e2e-node-fast e2e-cluster e2e-cluster-smoke conformance vm vm-tools vm-systemd vm-node vm-critest vm-critest-groups vm-checks vm-full \
 	bench bench-density mutation \
 	release release-test monitoring-test
 
@@ -53,18 +55,41 @@ clean: ## remove bin/
 
 ##@ Tests
 
-test: prebuild lint unit setup integration critest critest-gvisor setup-docker29 integration-docker29 critest-docker29 e2e-kubelet e2e-node-fast release-test monitoring-test e2e-cluster-smoke fuzz vm-checks ## every test, in this order (what CI runs)
+# The gate: every step a make target of its own, run in this order by test/steps.sh under a
+# timeout (minutes after the colon, with room for a loaded machine), which prints each step's
+# time and the machine's load. At most 20 minutes warm and 45 cold on a 2-core machine.
+GATE := prebuild:10 lint:15 unit:15 setup:30 integration:35 critest:30 \
+	setup-docker29:45 integration-docker29:35 critest-docker29:30 e2e-kubelet:45
+# The tiers: the long suites, independent of each other; `make tiers` runs them all, and every
+# failure is reported at the end. Each one alone is its make target.
+TIERS := critest-gvisor:30 critest-gvisor-docker29:30 release-test:30 monitoring-test:15 fuzz:20 \
+	e2e-cluster-smoke:60 e2e-node:120 vm-checks:75 conformance:150 bench:180
 
-# The long cached builds of later steps (Docker 29, Kubernetes, the node e2e suite), started in
-# the background at once (hack/prebuild.sh); those steps wait for them.
-prebuild: ## start the long cached builds (Docker 29, Kubernetes, node e2e) in the background
+test: ## the gate (what CI runs): lint, unit, integration and critest on Docker 20.10 and 29, the kubelet e2e
+	@MAKE='$(MAKE)' test/steps.sh gate $(GATE)
+
+tiers: ## every tier (docs/testing.md), going on past a failed one
+	@MAKE='$(MAKE)' test/steps.sh --keep-going tiers $(TIERS)
+
+test-all: ## the gate, then every tier (hours)
+	@MAKE='$(MAKE)' test/steps.sh gate $(GATE) && MAKE='$(MAKE)' test/steps.sh --keep-going tiers $(TIERS)
+
+# The long cached builds the gate needs later (Docker 29, the kubelet and its API server),
+# started in the background at once (hack/prebuild.sh); the steps that need them wait for them.
+prebuild: ## start the gate's long cached builds (Docker 29, the kubelet) in the background
 	hack/prebuild.sh
 
-lint: ## gofmt, go vet (also with the integration tag) and the import rules
+lint: shellcheck ## gofmt, go vet (also with the integration tag), the import rules and shellcheck
 	@bad=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$bad" ]; then echo "gofmt needed: $$bad"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags integration ./integration/...
 	$(GO) test -count=1 -run TestImportRules ./internal/
+
+# Every tracked shell script (Debian's shellcheck, installed when missing).
+shellcheck: ## shellcheck of every tracked shell script
+	@command -v shellcheck >/dev/null || { apt-get install -y -q shellcheck >/dev/null 2>&1 || \
+		{ apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q shellcheck >/dev/null; }; }
+	shellcheck -x $$(git ls-files '*.sh' .ci/run)
 
 unit: ## unit tests (go test ./...)
 	$(GO) test -count=1 ./...
@@ -126,8 +151,8 @@ critest-docker29: build setup-docker29 ## critest on Docker 29
 	CRITEST_DOCKER_ENDPOINT=$(DOCKER29_HOST) CRITEST_EXPECTED=$(CURDIR)/test/critest/expected-failures-docker29.txt \
 		test/critest/run.sh $(BIN)
 
-# The same on Docker 29 (not in `make test`, for time): expected-failures-gvisor-docker29.txt.
-critest-gvisor-docker29: build setup-docker29 ## critest on gVisor on Docker 29 (not in `make test`)
+# The same on Docker 29: expected-failures-gvisor-docker29.txt.
+critest-gvisor-docker29: build setup-docker29 ## critest on gVisor on Docker 29
 	CRITEST_RUNTIME_HANDLER=gvisor CRITEST_DOCKER_ENDPOINT=$(DOCKER29_HOST) \
 		CRITEST_EXPECTED=$(CURDIR)/test/critest/expected-failures-gvisor-docker29.txt \
 		test/critest/run.sh $(BIN)
@@ -141,8 +166,8 @@ e2e-kubelet: build setup ## end to end with a real kubelet, kube-apiserver and e
 # kubelet on a private dockerd and offline stand-ins of its images (test/e2e-node/README.md);
 # builds the suite, ginkgo and the images' programs into /var/cache/cri-dockerd-ci/e2e-node/ once.
 # e2e-node: [NodeConformance] + RuntimeClass (parallel) and the serial image pull specs;
-# e2e-node-fast (in `make test`): the subset of run.sh's FAST_FOCUS.
-e2e-node: build setup ## Kubernetes' node e2e suite, the whole [NodeConformance] selection (not in `make test`)
+# e2e-node-fast: the subset of run.sh's FAST_FOCUS (about 6 minutes warm).
+e2e-node: build setup ## Kubernetes' node e2e suite, the whole [NodeConformance] selection
 	test/e2e-node/run.sh $(BIN)
 
 e2e-node-fast: build setup ## the node e2e suite's fast subset
@@ -152,16 +177,16 @@ e2e-node-fast: build setup ## the node e2e suite's fast subset
 # from `make release` installed with apt), flannel, kube-proxy and CoreDNS, on a private dockerd
 # (test/cluster/README.md); builds its binaries and images into /var/cache/cri-dockerd-ci once.
 CLUSTER_DEB = $(firstword $(wildcard dist/cri-dockerd_*_amd64.deb))
-e2e-cluster: release setup ## kubeadm init + two joins, flannel, Services, DNS, kubectl streams, drain (not in `make test`)
+e2e-cluster: release setup ## kubeadm init + two joins, flannel, Services, DNS, kubectl streams, drain
 	test/cluster/run.sh $(CLUSTER_DEB)
 
-e2e-cluster-smoke: release setup ## make test's part of it: init, one join, a cross-node pod, Services and DNS
+e2e-cluster-smoke: release setup ## its smoke test: init, one join, a cross-node pod, Services and DNS
 	test/cluster/run.sh --smoke $(CLUSTER_DEB)
 
 # Kubernetes Conformance on that cluster (test/cluster/conformance.sh): e2e.test v1.37.2's
 # [Conformance] specs, in parallel then the [Serial] ones, with the stand-in images of
 # test/e2e-node (make e2e-node-fast fills their registry once); then the pod startup SLO.
-conformance: release setup ## Kubernetes Conformance (parallel, then Serial) and the pod startup SLO on the kubeadm cluster (not in `make test`)
+conformance: release setup ## Kubernetes Conformance (parallel, then Serial) and the pod startup SLO on the kubeadm cluster
 	test/cluster/conformance.sh $(CLUSTER_DEB)
 
 # The VM test bed (test/vm/README.md): a Debian 12 guest with systemd as PID 1, cgroup v2 and
@@ -173,7 +198,7 @@ vm-tools:
 	@command -v qemu-system-x86_64 >/dev/null && command -v qemu-img >/dev/null && command -v debootstrap >/dev/null || \
 		{ apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(VM_PACKAGES); }
 
-vm: vm-tools ## boot the cgroup v2 + systemd guest and run its smoke test (not in `make test` yet)
+vm: vm-tools ## boot the cgroup v2 + systemd guest and run its smoke test
 	test/vm/smoke.sh --timeout 900
 
 vm-systemd: release setup vm-tools ## our .deb under systemd in the VM: upgrade from an older .deb with a pod running, socket activation, Docker late, purge
@@ -184,36 +209,25 @@ vm-systemd: release setup vm-tools ## our .deb under systemd in the VM: upgrade 
 vm-node: build setup vm-tools ## a cgroup v2 node in the VM, systemd and cgroupfs drivers: cgroup_parent, unified, OOM, stats, AppArmor, a standalone kubelet
 	test/vm/node.sh --timeout 900
 
-# make test's VM part (test/vm/all.sh: systemd, node, critest groups), last, on a machine the
-# host's tests have left (about 16 minutes). vm-start and vm-wait run it beside the host's tests
-# instead, at nice 19 (test/vm/background.sh): not in make test yet, since the host's tests then
-# run at a load of 6-9 and one of them (a port-forward race, since mended) failed there.
-vm-checks: build release setup vm-tools ## make test's VM checks: vm-systemd, vm-node, vm-critest-groups (test/vm/all.sh)
+# The VM tier (test/vm/all.sh: systemd, node, critest groups), about 16 minutes warm; alone on
+# the machine (qemu's software emulation takes a core for minutes at a time).
+vm-checks: build release setup vm-tools ## the VM tier: vm-systemd, vm-node, vm-critest-groups (test/vm/all.sh)
 	test/vm/all.sh
 
-vm-full: build release setup vm-tools ## what does not fit in make test: vm-systemd, vm-node with the kubelet under both drivers, the whole vm-critest
+vm-full: build release setup vm-tools ## more than vm-checks: the kubelet under both drivers, the whole vm-critest
 	test/vm/all.sh --full
-
-vm-start: build release setup vm-tools ## start the VM checks of make test in the background
-	test/vm/background.sh start
-
-vm-wait: ## wait for the VM checks vm-start started, print their log, fail if they failed
-	test/vm/background.sh wait
-
-vm-stop: ## stop the VM checks vm-start started
-	test/vm/background.sh stop
 
 # critest in the VM (test/vm/critest.sh), with test/vm/critest-expected-failures.txt. The guest
 # serves the critest stand-in images itself (make critest builds them).
 vm-critest: build setup vm-tools ## the whole CRI validation suite in the VM (cgroup v2, systemd driver)
 	test/vm/critest.sh --timeout 5400
 
-# make test's sample of critest's resource, stats, security-context and mount groups (each spec
+# vm-checks' sample of critest's resource, stats, security-context and mount groups (each spec
 # takes 20-40 s in the guest); VM_CRITEST_GROUPS='Security Context|Container Mount|Container
 # OOM|stats' runs the four groups whole (about 50 specs).
 VM_CRITEST_GROUPS ?= Container OOM|listing stats|Privileged is true|Container Mount Propagation
 export VM_CRITEST_GROUPS
-vm-critest-groups: build setup vm-tools ## make test's sample of critest's OOM, stats, privileged and mount specs in the VM
+vm-critest-groups: build setup vm-tools ## vm-checks' sample of critest's OOM, stats, privileged and mount specs in the VM
 	test/vm/critest.sh --focus '$(VM_CRITEST_GROUPS)' --timeout 5400
 
 ##@ Benchmarks (docs/benchmarks.md)
@@ -268,7 +282,7 @@ monitoring-test: build setup ## check the dashboard and alert rules (promtool, n
 
 ##@ Helpers
 
-# Mutation testing (not in `make test`, hours): hack/mutation.sh, docs/mutation.md.
+# Mutation testing (hours): hack/mutation.sh, docs/mutation.md.
 # MUTATION_PKGS picks packages, MUTATION_WORKERS (1) runs that many mutants at a time,
 # MUTATION_TIMEOUT_COEF (10) times out a mutant whose tests run that many times longer than the
 # package's own test run, MUTATION_EXCLUDE adds gremlins -E file regexps
@@ -279,7 +293,7 @@ MUTATION_PKGS ?= internal/config internal/containerlog internal/network internal
 MUTATION_TIMEOUT_COEF ?= 10
 MUTATION_WORKERS ?= 1
 MUTATION_EXCLUDE ?=
-mutation: ## mutation testing of the unit tests with gremlins (hours; not in `make test`)
+mutation: ## mutation testing of the unit tests with gremlins (hours)
 	@GO='$(GO)' GREMLINS_VERSION='$(GREMLINS_VERSION)' GREMLINS_DIR='$(GREMLINS_DIR)' \
 		MUTATION_PKGS='$(MUTATION_PKGS)' MUTATION_WORKERS='$(MUTATION_WORKERS)' \
 		MUTATION_TIMEOUT_COEF='$(MUTATION_TIMEOUT_COEF)' MUTATION_EXCLUDE='$(MUTATION_EXCLUDE)' \

@@ -1,14 +1,13 @@
 #!/usr/bin/env bash
-# Starts, in the background and under nice, the cached builds that `make test` needs only later
-# in its run: Docker 29 (hack/docker29-build.sh), the Kubernetes binaries and etcd
-# (test/e2e/build-k8s.sh), the node e2e suite (test/e2e-node/build.sh) and the cluster test's
-# etcd, CoreDNS and flannel (test/cluster/build.sh). On a fresh machine they are 20-25 minutes
-# of a cold run; begun
-# first, they build while the unit and integration tests and critest run, which leave a core
-# idle most of the time. Each build takes a lock: the step that needs it later waits for it to
-# finish, then finds the binaries (or, should it have failed, builds them itself). With the
-# caches full each build finds its binaries and returns at once. Should `make test` stop early,
-# the builds go on to their end: they only fill the cache.
+# Starts, in the background and under nice, the cached builds that the gate (`make test`) needs
+# only later in its run: Docker 29 (hack/docker29-build.sh) and the kubelet, kube-apiserver,
+# kubectl and etcd (test/e2e/build-k8s.sh --gate). On a fresh machine they are about 15 minutes
+# of a cold run; begun first, they build while the unit and integration tests and critest run.
+# Each build takes a lock: the step that needs it later waits for it to finish, then finds the
+# binaries (or, should it have failed, builds them itself). With the caches full each build
+# finds its binaries and returns at once. Should `make test` stop early, the builds go on to
+# their end: they only fill the cache. The tiers' own builds (the node e2e suite, the cluster's
+# binaries) are made by the tiers that need them.
 #
 # The Debian packages the builds need are installed first, in the foreground: an apt-get in the
 # background would race the run's own for dpkg's lock.
@@ -19,9 +18,11 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
 CACHE=${E2E_CACHE:-/var/cache/cri-dockerd-ci}
 LOG=$CACHE/prebuild.log
-BUILDS=("$HERE/docker29-build.sh" "$ROOT/test/e2e/build-k8s.sh" "$ROOT/test/e2e-node/build.sh" "$ROOT/test/cluster/build.sh")
+BUILDS=("$HERE/docker29-build.sh" "$ROOT/test/e2e/build-k8s.sh --gate")
 
-log() { echo "prebuild: $*" >&2; }
+# shellcheck source=../test/lib/common.sh
+. "$ROOT/test/lib/common.sh"
+LOG_PREFIX=prebuild
 
 mkdir -p "$CACHE"
 need=()
@@ -43,7 +44,8 @@ fi
 setsid nice -n 19 ionice -c 3 bash -c '
   for build in "$@"; do
     echo "== $(date -u +%T) $build"
-    "$build" >/dev/null || echo "== $build failed; the step that needs it builds it again"
+    # each entry is "SCRIPT [ARGS]": split on purpose
+    $build >/dev/null || echo "== $build failed; the step that needs it builds it again"
   done
   echo "== $(date -u +%T) done"' prebuild "${BUILDS[@]}" >"$LOG" 2>&1 </dev/null &
-log "Docker 29, Kubernetes and the node e2e suite: built in the background unless cached (log: $LOG)"
+log "Docker 29 and the kubelet: built in the background unless cached (log: $LOG)"

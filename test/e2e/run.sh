@@ -90,7 +90,7 @@ flock -w 1800 9 || die "another e2e run holds /var/cache/cri-dockerd-ci/e2e.lock
 # --- setup ------------------------------------------------------------------------------------
 "$ROOT/hack/docker.sh" >/dev/null
 "$ROOT/hack/images.sh" >/dev/null
-K8S=$("$HERE/build-k8s.sh" | tail -n 1)
+K8S=$("$HERE/build-k8s.sh" --gate | tail -n 1)
 CRICTL=$("$ROOT/test/critest/build-tools.sh" | tail -n 1)/crictl
 KUBELET=$K8S/kubelet APISERVER=$K8S/kube-apiserver KUBECTL=$K8S/kubectl ETCD=$K8S/etcd
 

@@ -21,7 +21,7 @@ bin=${CRI_DOCKERD_BIN:-$root/bin/cri-dockerd}
 tools=$("$root/test/critest/build-tools.sh" | tail -n1)
 kubelet=
 if [ "${NODE_KUBELET:-1}" != 0 ]; then
-	kubelet="$("$root/test/e2e/build-k8s.sh" | tail -n1)/kubelet"
+	kubelet="$("$root/test/e2e/build-k8s.sh" --gate | tail -n1)/kubelet"
 fi
 img=$("$here/image.sh")
 

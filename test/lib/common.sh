@@ -1,0 +1,57 @@
+# shellcheck shell=bash
+# What the test and set-up scripts share; source it, then set LOG_PREFIX (default: the script's
+# file name) for log's lines.
+#
+#   log MSG...                 MSG on stderr as "PREFIX: MSG"
+#   die MSG...                 log "FATAL: MSG" and exit 1
+#   stop_pid PID NAME [SECS]   SIGTERM, wait up to SECS (15) for it to go, then SIGKILL; reaps
+#                              it when it is our child. Nothing to do for an empty or gone PID.
+#   load_factor                the 1-minute load per core, at least 1 (an integer): deadlines
+#                              that wait on a busy machine are multiplied by it
+#   wait_for SECS WHAT CMD...  runs CMD every 0.2 s until it succeeds; after SECS (times
+#                              load_factor) logs "timed out waiting for WHAT" and returns 1
+#
+# Every wait here is for an event (a process gone, a command that succeeds); SECS only bounds it.
+
+: "${LOG_PREFIX:=$(basename "$0" .sh)}"
+
+log() { echo "$LOG_PREFIX: $*" >&2; }
+die() {
+	log "FATAL: $*"
+	exit 1
+}
+
+stop_pid() {
+	local pid=$1 name=$2 secs=${3:-15} i
+	[[ -n $pid ]] || return 0
+	if kill -0 "$pid" 2>/dev/null; then
+		kill -TERM "$pid" 2>/dev/null || true
+		for ((i = 0; i < secs * 10; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+		if kill -0 "$pid" 2>/dev/null; then
+			log "$name did not stop within ${secs}s of SIGTERM; killing it"
+			kill -KILL "$pid" 2>/dev/null || true
+			# Not our child (a pid file's): wait for the kernel to take it away.
+			for ((i = 0; i < 50; i++)); do [[ -d /proc/$pid ]] || break; sleep 0.1; done
+		fi
+	fi
+	wait "$pid" 2>/dev/null || true
+}
+
+load_factor() {
+	local cores
+	cores=$(nproc)
+	awk -v c="$cores" '{ f = int($1 / c + 0.999); print (f < 1 ? 1 : f) }' /proc/loadavg
+}
+
+wait_for() {
+	local secs=$1 what=$2 deadline
+	shift 2
+	deadline=$((SECONDS + secs * $(load_factor)))
+	until "$@"; do
+		if ((SECONDS >= deadline)); then
+			log "timed out waiting for $what"
+			return 1
+		fi
+		sleep 0.2
+	done
+}
