@@ -79,11 +79,13 @@ test-all: ## the gate, then every tier (hours)
 prebuild: ## start the gate's long cached builds (Docker 29, the kubelet) in the background
 	hack/prebuild.sh
 
-lint: shellcheck ## gofmt, go vet (also with the integration tag), the import rules and shellcheck
+lint: shellcheck ## gofmt, go vet (also with the integration tag), the import rules, shellcheck and the test library's checks
 	@bad=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$bad" ]; then echo "gofmt needed: $$bad"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags integration ./integration/...
 	$(GO) test -count=1 -run TestImportRules ./internal/
+	test/versions.sh --check
+	python3 -B -m unittest discover -s test/lib
 
 # Every tracked shell script (Debian's shellcheck, installed when missing).
 shellcheck: ## shellcheck of every tracked shell script
@@ -113,7 +115,7 @@ setup: ## install and start Docker 20.10 with the test runtimes; build the test 
 	hack/images.sh
 
 integration: setup ## Go integration tests against the real dockerd
-	$(GO) test -tags integration -count=1 -timeout 20m ./integration/...
+	$(GO) test -tags integration -count=1 -timeout 30m ./integration/...
 
 # The second engine: Docker 29.8.0 with the containerd image store (containerd 2.3.5, runc 1.5.1),
 # built once from the Go module proxy into /var/cache/cri-dockerd-ci/docker29 and run beside the
@@ -129,7 +131,7 @@ setup-docker29: setup ## build (once) and start Docker 29 beside 20.10
 	hack/docker29.sh
 
 integration-docker29: setup-docker29 ## the Go integration tests on Docker 29 (skips integration/skip-docker29.txt)
-	DOCKER_HOST=$(DOCKER29_HOST) $(GO) test -tags integration -count=1 -timeout 20m \
+	DOCKER_HOST=$(DOCKER29_HOST) $(GO) test -tags integration -count=1 -timeout 30m \
 		$(if $(DOCKER29_SKIP),-skip '^($(DOCKER29_SKIP))$$') ./integration/...
 
 stop-docker29: ## stop Docker 29 (its data is kept)
@@ -287,7 +289,7 @@ monitoring-test: build setup ## check the dashboard and alert rules (promtool, n
 # MUTATION_TIMEOUT_COEF (10) times out a mutant whose tests run that many times longer than the
 # package's own test run, MUTATION_EXCLUDE adds gremlins -E file regexps
 # (e.g. MUTATION_EXCLUDE='^fake.*\.go$$').
-GREMLINS_VERSION := v0.6.0
+GREMLINS_VERSION := $(shell . test/versions.sh && echo $$GREMLINS_VERSION)
 GREMLINS_DIR := /var/cache/cri-dockerd-ci/bin/gremlins-$(GREMLINS_VERSION)
 MUTATION_PKGS ?= internal/config internal/containerlog internal/network internal/libdocker internal/core
 MUTATION_TIMEOUT_COEF ?= 10

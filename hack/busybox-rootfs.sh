@@ -14,7 +14,9 @@ DEST=$1
 CACHE=/var/cache/cri-dockerd-ci
 
 mkdir -p "$CACHE"
-deb=$(ls -1 "$CACHE"/busybox_*.deb 2>/dev/null | sort -V | tail -n 1 || true)
+# latest_deb: the newest busybox .deb in the cache, or nothing.
+latest_deb() { find "$CACHE" -maxdepth 1 -name 'busybox_*.deb' | sort -V | tail -n 1; }
+deb=$(latest_deb)
 if [[ -z $deb ]]; then
   dl=$(mktemp -d "$CACHE/dl.XXXXXX")
   # _apt does the download when it can write the directory; otherwise apt warns and runs as root.
@@ -26,7 +28,7 @@ if [[ -z $deb ]]; then
   fi
   mv "$dl"/busybox_*.deb "$CACHE"/
   rm -rf "$dl"
-  deb=$(ls -1 "$CACHE"/busybox_*.deb | sort -V | tail -n 1)
+  deb=$(latest_deb)
 fi
 
 work=$(mktemp -d)

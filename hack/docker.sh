@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
 # Prepares a Docker engine for cri-dockerd's integration tests: Debian's docker.io (20.10,
 # API 1.41, the oldest engine we support), three extra OCI runtimes the tests select by name,
 # and a running dockerd. Idempotent; takes well under 2 s when everything is in place.
@@ -11,7 +12,10 @@ LIBEXEC=/usr/local/libexec/cri-dockerd-test
 LOGDIR=/var/log/cri-dockerd-test
 DAEMON_JSON=/etc/docker/daemon.json
 
-log() { echo "docker.sh: $*" >&2; }
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=../test/lib/common.sh
+. "$HERE/../test/lib/common.sh"
+LOG_PREFIX=docker.sh
 
 # 1. Debian packages; apt-get update only when something is missing (it is the slow part).
 # jq merges daemon.json without clobbering keys we do not own.
@@ -88,26 +92,29 @@ have_runtimes() {
   jq -e 'has("wrapped") and has("runc-alt") and has("broken") and has("gvisor") and has("gvisor-nonet") and has("gvisor-sandbox")' <<<"$rts" >/dev/null
 }
 
+answers() { "$DOCKER" version >/dev/null 2>&1; }
+
 # 4. dockerd. Nothing starts it on these machines (no systemd), so start it detached from the
 # calling shell (setsid + nohup) so that it outlives this script and its CI step.
-if "$DOCKER" version >/dev/null 2>&1; then
+if answers; then
   # Already running: SIGHUP makes dockerd reload the runtimes of daemon.json. Also do it when
   # the runtimes are missing, e.g. a daemon started before an earlier run wrote the file.
   if ((changed)) || ! have_runtimes; then
     pid=$(cat /var/run/docker.pid 2>/dev/null || pidof dockerd || true)
     [[ -n $pid ]] || { log "dockerd answers but its pid is unknown; restart it to load $DAEMON_JSON"; exit 1; }
     log "reloading dockerd ($pid)"
+    # shellcheck disable=SC2086 # pidof may print several pids: split on purpose
     kill -HUP $pid
-    for _ in $(seq 1 100); do have_runtimes && break; sleep 0.1; done
-    have_runtimes || { log "dockerd did not load the test runtimes; see /var/log/dockerd.log"; exit 1; }
+    wait_for 10 "dockerd to load the test runtimes" have_runtimes ||
+      { log "dockerd did not load the test runtimes; see /var/log/dockerd.log"; exit 1; }
   fi
 else
   log "starting dockerd (log: /var/log/dockerd.log)"
   setsid nohup dockerd --host unix:///var/run/docker.sock </dev/null >>/var/log/dockerd.log 2>&1 &
-  for _ in $(seq 1 600); do "$DOCKER" version >/dev/null 2>&1 && break; sleep 0.1; done
-  "$DOCKER" version >/dev/null 2>&1 || { log "dockerd did not answer within 60 s:"; tail -20 /var/log/dockerd.log >&2; exit 1; }
+  wait_for 60 "dockerd to answer" answers || { log "dockerd did not answer:"; tail -20 /var/log/dockerd.log >&2; exit 1; }
   have_runtimes || { log "dockerd runs without the test runtimes; see /var/log/dockerd.log"; exit 1; }
 fi
 
 "$DOCKER" version --format 'docker server {{.Server.Version}}, API {{.Server.APIVersion}} (min {{.Server.MinAPIVersion}})'
+# shellcheck disable=SC2016 # a Go template for docker's --format, not shell
 "$DOCKER" info --format '{{range $n, $r := .Runtimes}}runtime {{$n}}: {{$r.Path}} {{join $r.Args " "}}{{println}}{{end}}'

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
 # Builds a current Docker Engine from the Go module proxy into a cache outside the checkout:
 # dockerd and docker-proxy 29.8.0 (github.com/moby/moby/v2 v2.0.0-beta.24), containerd and its
 # runc shim v2.3.5 (the version moby pins) and runc v1.5.1. docker29.sh runs them.
@@ -12,17 +13,19 @@
 # 2 cores, under nice.
 set -euo pipefail
 
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=../test/lib/common.sh
+. "$HERE/../test/lib/common.sh"
+LOG_PREFIX=docker29-build
+# MOBY_VERSION, DOCKERD_VERSION (what that moby/v2 is released as), CONTAINERD_VERSION, RUNC_VERSION
+# shellcheck source=../test/versions.sh
+. "$HERE/../test/versions.sh"
+
 MOBY_MODULE=github.com/moby/moby/v2
-MOBY_VERSION=v2.0.0-beta.24
-DOCKERD_VERSION=29.8.0 # what moby/v2 v2.0.0-beta.24 is released as
-CONTAINERD_VERSION=v2.3.5
-RUNC_VERSION=v1.5.1
 CACHE=${DOCKER29_CACHE:-/var/cache/cri-dockerd-ci/docker29}
 KEY=dockerd-${DOCKERD_VERSION}_containerd-${CONTAINERD_VERSION}_runc-${RUNC_VERSION}
 BIN=$CACHE/$KEY/bin
 BINARIES=(dockerd docker-proxy containerd containerd-shim-runc-v2 runc)
-
-log() { echo "docker29-build: $*" >&2; }
 
 complete() {
   local b

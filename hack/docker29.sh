@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
 # A second Docker engine for the tests: Docker 29.8.0 with its own containerd 2.3.5 and runc 1.5.1
 # (built by docker29-build.sh), running privately beside Debian's 20.10, which stays on
 # /var/run/docker.sock. Nothing of the host's engine is shared: its own socket, data and exec
@@ -44,7 +45,9 @@ HOST_DOCKER=/usr/bin/docker # Debian's client of the 20.10 engine (the source of
 IMAGES=(cri-dockerd-test/busybox:latest registry.k8s.io/pause:3.10)
 IMAGE_LABEL=io.cri-dockerd.test.source-hash
 
-log() { echo "docker29.sh: $*" >&2; }
+# shellcheck source=../test/lib/common.sh
+. "$ROOT/test/lib/common.sh"
+LOG_PREFIX=docker29.sh
 
 case $STORE in
 containerd) snapshotter=true ;;
@@ -60,17 +63,11 @@ pid_of() { # PIDFILE EXE: the pid in PIDFILE when that process runs EXE
   [[ -n $pid && "$(readlink "/proc/$pid/exe" 2>/dev/null)" == "$2" ]] && echo "$pid"
 }
 
-# stop_proc PIDFILE EXE SECONDS: SIGTERM, then SIGKILL after SECONDS.
+# stop_proc PIDFILE EXE SECONDS: SIGTERM, then SIGKILL after SECONDS; the pid file removed.
 stop_proc() {
-  local pid i
+  local pid
   pid=$(pid_of "$1" "$2") || { rm -f "$1"; return 0; }
-  kill -TERM "$pid" 2>/dev/null || true
-  for ((i = 0; i < $3 * 10; i++)); do [[ -d /proc/$pid ]] || break; sleep 0.1; done
-  if [[ -d /proc/$pid ]]; then
-    log "$(basename "$2") ($pid) did not stop within $3 s; killing it"
-    kill -KILL "$pid" 2>/dev/null || true
-    for ((i = 0; i < 50; i++)); do [[ -d /proc/$pid ]] || break; sleep 0.1; done
-  fi
+  stop_pid "$pid" "$(basename "$2") ($pid)" "$3"
   rm -f "$1"
 }
 
@@ -83,9 +80,10 @@ stop_engine() {
     # Shims of containers dockerd could not stop, then containerd.
     local p
     for p in /proc/[0-9]*; do
-      [[ "$(readlink "$p/exe" 2>/dev/null)" == "$bin/containerd-shim-runc-v2" ]] &&
-        tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qF -- "-address $CTRD_SOCK " &&
+      if [[ "$(readlink "$p/exe" 2>/dev/null)" == "$bin/containerd-shim-runc-v2" ]] &&
+        tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qF -- "-address $CTRD_SOCK "; then
         kill -KILL "${p#/proc/}" 2>/dev/null || true
+      fi
     done
     stop_proc "$RUN/containerd.pid" "$bin/containerd" 20
   fi
@@ -259,7 +257,7 @@ else
     local out=$1
     shift
     (
-      for fd in /proc/$BASHPID/fd/*; do
+      for fd in "/proc/$BASHPID/fd/"*; do
         fd=${fd##*/}
         ((fd > 2)) && eval "exec $fd>&-" 2>/dev/null
       done
@@ -269,13 +267,13 @@ else
   }
   log "starting containerd $("$BIN/containerd" --version | awk '{print $3}') (log: $LOGDIR/containerd.log)"
   detach "$LOGDIR/containerd.log" "$BIN/containerd" --config "$RUN/containerd.toml" >"$RUN/containerd.pid"
-  for _ in $(seq 1 300); do [[ -S $CTRD_SOCK ]] && break; sleep 0.1; done
-  [[ -S $CTRD_SOCK ]] || { log "containerd did not create $CTRD_SOCK within 30 s:"; tail -20 "$LOGDIR/containerd.log" >&2; exit 1; }
+  wait_for 30 "containerd to create $CTRD_SOCK" test -S "$CTRD_SOCK" ||
+    { log "containerd did not create $CTRD_SOCK:"; tail -20 "$LOGDIR/containerd.log" >&2; exit 1; }
 
   log "starting dockerd $("$BIN/dockerd" --version | awk '{print $3}' | tr -d ,) ($STORE image store, log: $LOGDIR/dockerd.log)"
   detach "$LOGDIR/dockerd.log" "$BIN/dockerd" "${dockerd_args[@]}" >/dev/null
-  for _ in $(seq 1 600); do answers && break; sleep 0.1; done
-  answers || { log "dockerd did not answer on $SOCK within 60 s:"; tail -20 "$LOGDIR/dockerd.log" >&2; exit 1; }
+  wait_for 60 "dockerd to answer on $SOCK" answers ||
+    { log "dockerd did not answer on $SOCK:"; tail -20 "$LOGDIR/dockerd.log" >&2; exit 1; }
   echo "$config_hash" >"$RUN/config.hash"
   healthy || { log "dockerd runs without the test runtimes; see $LOGDIR/dockerd.log"; exit 1; }
 fi

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
 # Builds the local images the integration tests use. No registry is reachable from CI, so they
 # are made from local files: busybox from Debian's package (docker import), the pause image from
 # test/images/pause (docker build FROM scratch). Needs a running dockerd (see docker.sh).
@@ -15,7 +16,9 @@ BUSYBOX_IMAGE=cri-dockerd-test/busybox:latest
 PAUSE_IMAGE=registry.k8s.io/pause:3.10
 LABEL=io.cri-dockerd.test.source-hash
 
-log() { echo "images.sh: $*" >&2; }
+# shellcheck source=../test/lib/common.sh
+. "$ROOT/test/lib/common.sh"
+LOG_PREFIX=images.sh
 
 "$DOCKER" version >/dev/null 2>&1 || { log "dockerd does not answer; run $HERE/docker.sh first"; exit 1; }
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
 # Mutation testing (make mutation; not in `make test`): gremlins, built once into GREMLINS_DIR,
 # makes one wrong change at a time to a package's code and runs that package's unit tests, which
 # must fail. Prints, per package, killed / lived / not covered / timed out and the survivors'
@@ -7,7 +8,7 @@
 #
 # Env (the Makefile passes its defaults):
 #   GO                     go command (go)
-#   GREMLINS_VERSION       v0.6.0
+#   GREMLINS_VERSION       (test/versions.sh)
 #   GREMLINS_DIR           /var/cache/cri-dockerd-ci/bin/gremlins-$GREMLINS_VERSION
 #   MUTATION_PKGS          package directories, space separated
 #   MUTATION_WORKERS       mutants at a time (1)
@@ -18,7 +19,10 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 GO=${GO:-go}
-GREMLINS_VERSION=${GREMLINS_VERSION:-v0.6.0}
+gremlins_env=${GREMLINS_VERSION:-}
+# shellcheck source=../test/versions.sh
+. "$ROOT/test/versions.sh"
+GREMLINS_VERSION=${gremlins_env:-$GREMLINS_VERSION}
 GREMLINS_DIR=${GREMLINS_DIR:-/var/cache/cri-dockerd-ci/bin/gremlins-$GREMLINS_VERSION}
 MUTATION_PKGS=${MUTATION_PKGS:-internal/config internal/containerlog internal/network internal/libdocker internal/core}
 MUTATION_WORKERS=${MUTATION_WORKERS:-1}
@@ -28,7 +32,7 @@ exclude=()
 for e in "${patterns[@]}"; do exclude+=(-E "$e"); done
 
 test -x "$GREMLINS_DIR/gremlins" || { mkdir -p "$GREMLINS_DIR" && (cd /tmp &&
-  GOBIN=$GREMLINS_DIR GOFLAGS= "$GO" install "github.com/go-gremlins/gremlins/cmd/gremlins@$GREMLINS_VERSION"); }
+  GOBIN=$GREMLINS_DIR GOFLAGS='' "$GO" install "github.com/go-gremlins/gremlins/cmd/gremlins@$GREMLINS_VERSION"); }
 
 mkdir -p bin
 total=$(date +%s)

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
 # Starts, in the background and under nice, the cached builds that the gate (`make test`) needs
 # only later in its run: Docker 29 (hack/docker29-build.sh) and the kubelet, kube-apiserver,
 # kubectl and etcd (test/e2e/build-k8s.sh --gate). On a fresh machine they are about 15 minutes
@@ -41,6 +42,7 @@ fi
 
 # One after the other, in the order the run needs them; a failed one does not stop the next.
 # setsid: the builds outlive this script and are in no job of make's.
+# shellcheck disable=SC2016 # the inner script's own variables, expanded by bash -c
 setsid nice -n 19 ionice -c 3 bash -c '
   for build in "$@"; do
     echo "== $(date -u +%T) $build"

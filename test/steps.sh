@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
 # Runs make targets one after the other, each under a timeout, and prints when each starts,
 # the machine's load then, how long it took and a summary at the end (make test, make test-all).
 #

@@ -2,8 +2,8 @@
 # shellcheck disable=SC2034 # a table: the scripts that source it use what they need
 # The versions of everything the tests build or fetch, in one place. Every build script sources
 # this file; the cache directories are keyed by these versions, so a change here builds anew.
-# Where a build module under test/ pins a version in its go.mod too, `test/versions.sh --check`
-# (run by make lint) fails when the two disagree.
+# Where a build module under test/ pins a version in its go.mod too (or flannel's manifest names
+# its image), `test/versions.sh --check` (run by make lint) fails when the two disagree.
 
 # Kubernetes: the kubelet, kube-apiserver, kubectl, kubeadm, ... (test/e2e/build-k8s.sh), the node
 # e2e suite (test/e2e-node), e2e.test for Conformance (test/cluster/conformance-build.sh).
@@ -49,5 +49,10 @@ if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
 	check cluster/build/etcd/go.mod go.etcd.io/etcd/server/v3 "$CLUSTER_ETCD_VERSION"
 	check cluster/build/coredns/go.mod github.com/coredns/coredns "$COREDNS_VERSION"
 	check cluster/build/flannel/go.mod github.com/flannel-io/flannel "$FLANNEL_VERSION"
+	# flannel's manifest names the image test/cluster/image.sh tags with the version.
+	if grep -o 'cri-dockerd-cluster/flannel:[^ "]*' cluster/flannel.yaml | grep -qv ":$FLANNEL_VERSION\$"; then
+		echo "versions.sh: cluster/flannel.yaml names a flannel image other than :$FLANNEL_VERSION" >&2
+		bad=1
+	fi
 	exit "$bad"
 fi

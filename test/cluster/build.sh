@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
 # Build the cluster test's binaries that are not Kubernetes' own from the Go module proxy into a
 # cache outside the checkout, keyed by version: etcd at the version kubeadm v1.37.2 pins
 # (3.7.0), CoreDNS at kubeadm's (v1.14.6), flanneld v0.28.10 and the flannel CNI plugin. (kubeadm,
@@ -11,11 +12,14 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-ETCD_VERSION=v3.7.0
-COREDNS_VERSION=v1.14.6
-FLANNEL_VERSION=v0.28.10
+# shellcheck source=../lib/common.sh
+. "$HERE/../lib/common.sh"
+LOG_PREFIX=cluster/build
+# CLUSTER_ETCD_VERSION, COREDNS_VERSION, FLANNEL_VERSION.
+# shellcheck source=../versions.sh
+. "$HERE/../versions.sh"
 CACHE="${E2E_CACHE:-/var/cache/cri-dockerd-ci}"
-BIN="$CACHE/cluster-bin/etcd-$ETCD_VERSION-coredns-$COREDNS_VERSION-flannel-$FLANNEL_VERSION"
+BIN="$CACHE/cluster-bin/etcd-$CLUSTER_ETCD_VERSION-coredns-$COREDNS_VERSION-flannel-$FLANNEL_VERSION"
 # name in $BIN, build module, package
 TARGETS=(
   "etcd etcd go.etcd.io/etcd/server/v3"
@@ -24,13 +28,10 @@ TARGETS=(
   "flannel flannel-cni github.com/containernetworking/plugins/plugins/meta/flannel"
 )
 
-log() { echo "cluster/build: $*" >&2; }
-
 missing() {
   local t
   for t in "${TARGETS[@]}"; do
-    set -- $t
-    [[ -x $BIN/$1 ]] || echo "$t"
+    [[ -x $BIN/${t%% *} ]] || echo "$t"
   done
 }
 
@@ -48,7 +49,7 @@ while read -r name mod pkg; do
   # The module files are read-only inputs: build from a copy so a build never rewrites the checkout.
   [[ -d $work/$mod ]] || cp -r "$HERE/build/$mod" "$work/$mod"
   ldflags="-s -w"
-  [[ $name == etcd ]] && ldflags+=" -X go.etcd.io/etcd/api/v3/version.GitSHA=$ETCD_VERSION"
+  [[ $name == etcd ]] && ldflags+=" -X go.etcd.io/etcd/api/v3/version.GitSHA=$CLUSTER_ETCD_VERSION"
   (cd "$work/$mod" && GOFLAGS=-mod=readonly nice -n 19 go build -trimpath -ldflags "$ldflags" -o "$work/$name.out" "$pkg")
   mv "$work/$name.out" "$BIN/$name"
 done < <(missing)

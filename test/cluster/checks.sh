@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
 # The checks on a cluster run.sh built. Each prints one `check:` line with what it saw, or fails
 # the run with what it saw instead.
 #
@@ -14,6 +15,19 @@
 #      plane at .10 and the workers at .11 on), CLUSTER_OUT (logs).
 set -euo pipefail
 
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=../lib/common.sh
+. "$HERE/../lib/common.sh"
+LOG_PREFIX=cluster
+# log lines carry the time of day.
+LOG_STAMP=clock
+# UPSTREAM_VERSION: what the swapped worker runs before the swap (the env's, as hack/upstream.sh
+# takes it, else the table's).
+upstream_env=${UPSTREAM_VERSION:-}
+# shellcheck source=../versions.sh
+. "$HERE/../versions.sh"
+UPSTREAM_VERSION=${upstream_env:-$UPSTREAM_VERSION}
+
 smoke=0
 [[ ${1:-} == --smoke ]] && { smoke=1; shift; }
 cp_node=$1
@@ -24,11 +38,10 @@ OUT=${CLUSTER_OUT:?}
 IMAGE=cri-dockerd-cluster/busybox:1
 NS=crid-checks
 
-log() { echo "cluster: $(date -u +%T) $*" >&2; }
-die() { log "FAIL: $*"; exit 1; }
 check() { log "check: $*"; }
-# shellcheck disable=SC2086
-kc() { $CLUSTER_KUBECTL "$@"; }
+# CLUSTER_KUBECTL: the kubectl binary and its flags, words without spaces of their own.
+read -ra KUBECTL <<<"${CLUSTER_KUBECTL:?}"
+kc() { "${KUBECTL[@]}" "$@"; }
 kx() { kc -n "$NS" "$@"; }
 retry() { # SECONDS CMD...: until CMD succeeds; its output on stdout
   local deadline=$((SECONDS + $1)) out
@@ -128,7 +141,7 @@ for w in "${workers[@]}"; do ready "web-$w" && ready "client-$w"; done
 if [[ -n ${CLUSTER_UPSTREAM_NODE:-} ]]; then
   u=$CLUSTER_UPSTREAM_NODE
   was=$($CLUSTER_DOCKER exec "$u" cri-dockerd --version 2>&1 | head -1)
-  [[ $was == *0.4.3* ]] || die "$u should run upstream v0.4.3, says '$was'"
+  [[ $was == *"${UPSTREAM_VERSION#v}"* ]] || die "$u should run upstream $UPSTREAM_VERSION, says '$was'"
   state() { kx get pod "web-$u" "client-$u" -o jsonpath='{range .items[*]}{.status.podIP} {.status.containerStatuses[0].containerID} {.status.containerStatuses[0].restartCount};{end}'; }
   ip=$(pod_ip "web-$u")
   got=$(retry 30 fetch "client-${workers[0]}" "http://$ip:8080/") || die "web-$u on upstream before the swap: $got"
@@ -137,7 +150,7 @@ if [[ -n ${CLUSTER_UPSTREAM_NODE:-} ]]; then
     { tail -20 "$OUT/swap-apt.log" >&2; die "apt-get install of our .deb over upstream on $u"; }
   $CLUSTER_DOCKER exec "$u" systemctl restart cri-docker.service || die "systemctl restart cri-docker on $u"
   now=$($CLUSTER_DOCKER exec "$u" cri-dockerd --version 2>&1 | head -1)
-  [[ $now != *0.4.3* ]] || die "$u still runs '$now' after the swap"
+  [[ $now != *"${UPSTREAM_VERSION#v}"* ]] || die "$u still runs '$now' after the swap"
   kc wait --for=condition=Ready "node/$u" --timeout=60s >/dev/null || die "$u not Ready after the swap"
   sleep 10 # a few of the kubelet's relists (1 s) and status syncs, through ours
   after=$(state)
@@ -191,7 +204,7 @@ spec:
   - {name: echo, image: $IMAGE, stdin: true, command: [sh, -c, 'while read l; do echo "got \$l"; done']}
 YAML
   ready "echo-$w"
-  echo "hello $w" | timeout 30 $CLUSTER_KUBECTL -n "$NS" attach -i "echo-$w" >/dev/null 2>&1 || true
+  echo "hello $w" | timeout 30 "${KUBECTL[@]}" -n "$NS" attach -i "echo-$w" >/dev/null 2>&1 || true
   got=$(retry 30 sh -c "$CLUSTER_KUBECTL -n $NS logs echo-$w | grep -x 'got hello $w'") ||
     die "kubectl attach to $w: the container did not echo (logs: $(kx logs "echo-$w" 2>&1))"
   check "kubectl logs, exec, cp both ways, port-forward and attach to pods on $w"

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
 # Builds Kubernetes' e2e suite (k8s.io/kubernetes v1.37.2 test/e2e, a `go test -c` binary:
 # e2e.test, whose [Conformance] specs judge a cluster), the ginkgo CLI that runs it in parallel
 # and k8s.io/sample-apiserver v0.37.2 (the program of the aggregator spec's image, which
@@ -18,13 +19,17 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-K8S_VERSION=v1.37.2
+# shellcheck source=../lib/common.sh
+. "$HERE/../lib/common.sh"
+LOG_PREFIX="conformance build"
+# K8S_VERSION.
+# shellcheck source=../versions.sh
+. "$HERE/../versions.sh"
 CACHE="${E2E_CACHE:-/var/cache/cri-dockerd-ci}"
 MOD=$HERE/build/conformance
 key=$(cat "$MOD/go.mod" "$MOD/go.sum" | sha256sum | cut -c1-12)
 BIN="$CACHE/conformance/bin-kubernetes-$K8S_VERSION-$key"
 
-log() { echo "conformance build: $*" >&2; }
 have_all() { [[ -x $BIN/e2e.test && -x $BIN/ginkgo && -x $BIN/sample-apiserver ]]; }
 
 # shellcheck source=../lib/cached-build.sh

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
 # Kubernetes Conformance on a cluster of cri-dockerd nodes: run.sh's kubeadm cluster (a control
 # plane and two workers, every node on our .deb), then e2e.test v1.37.2 (conformance-build.sh)
 # as Sonobuoy and hydrophone run it: the [Conformance] specs without [Serial] in parallel, then
@@ -21,12 +22,17 @@
 # (run.sh's CLUSTER_REGISTRY_DATA). `make e2e-node` or `make e2e-node-fast` fills that registry
 # (/var/cache/cri-dockerd-ci/e2e-node/registry); this script says so when it is empty.
 #
-# report.py (test/e2e-node's) compares the failures with the expected-failures list; the run
+# test/lib/expected-failures.py compares the failures with the expected-failures list; the run
 # exits non-zero on any failure not listed there.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
+# shellcheck source=../lib/common.sh
+. "$HERE/../lib/common.sh"
+LOG_PREFIX=conformance
+# log lines carry the time of day.
+LOG_STAMP=clock
 CACHE=${E2E_CACHE:-/var/cache/cri-dockerd-ci}
 PROCS=${CONFORMANCE_PROCS:-4}
 TIMEOUT=${CONFORMANCE_TIMEOUT:-4h}
@@ -48,9 +54,6 @@ for a in "$@"; do
   esac
 done
 [[ -n ${CONFORMANCE_FOCUS:-} ]] && serial=0
-
-log() { echo "conformance: $(date -u +%T) $*" >&2; }
-die() { log "FAIL: $*"; exit 1; }
 
 [[ -f $deb ]] || die "usage: $0 [--parallel-only | --serial-only | --slo-only] [--no-slo] DEB (make release builds dist/cri-dockerd_*_amd64.deb)"
 REGISTRY_DATA=$CACHE/e2e-node/registry/data
@@ -75,6 +78,7 @@ export CLUSTER_LOCK_HELD=1
 
 CLUSTER_DOCKER="docker -H unix:///run/cri-dockerd-cluster/docker.sock" # run.sh's dockerd of the nodes
 suite_pid=
+# shellcheck disable=SC2317 # run by the EXIT trap
 cleanup() {
   local rc=$?
   set +e
@@ -137,7 +141,7 @@ rc=0
 if ((${#reports[@]})); then
   partial=()
   ((parallel && serial)) || partial=(--partial)
-  python3 "$ROOT/test/e2e-node/report.py" --name conformance "${partial[@]}" "$EXPECTED" "${reports[@]}" |
+  python3 "$ROOT/test/lib/expected-failures.py" --name conformance "${partial[@]}" "$EXPECTED" "${reports[@]}" |
     tee "$OUT/report.txt" || rc=$?
 fi
 

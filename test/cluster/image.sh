@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
 # Builds (once, offline: no image registry is reachable here; debootstrap uses Debian's mirror)
 # what the cluster test's nodes run, and prints the directory that holds it.
 #
@@ -20,16 +21,21 @@
 # Env: CLUSTER_CACHE (default /var/cache/cri-dockerd-ci/cluster), CLUSTER_MIRROR (Debian's).
 set -euo pipefail
 
-# Bump IMAGE_VERSION whenever the packages or the configuration below change; the binaries and
-# this script are in the images' key too.
+# Bump IMAGE_VERSION whenever the packages or the configuration below change; the binaries,
+# this script and the versions are in the images' key too.
 IMAGE_VERSION=1
 SUITE=bookworm
 NODE_PACKAGES=systemd-sysv,dbus,iproute2,procps,ca-certificates,docker.io,containerd,runc,runsc,iptables,conntrack,socat,ethtool,kmod,containernetworking-plugins,less
 BASE_PACKAGES=iptables,conntrack,ca-certificates
-K8S_VERSION=v1.37.2
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
+# shellcheck source=../lib/common.sh
+. "$HERE/../lib/common.sh"
+LOG_PREFIX=cluster/image
+# K8S_VERSION, CLUSTER_ETCD_VERSION, COREDNS_VERSION, FLANNEL_VERSION: the images' tags.
+# shellcheck source=../versions.sh
+. "$HERE/../versions.sh"
 CACHE=${CLUSTER_CACHE:-/var/cache/cri-dockerd-ci/cluster}
 MIRROR=${CLUSTER_MIRROR:-http://deb.debian.org/debian}
 what=${1:-}
@@ -38,13 +44,11 @@ node) key="node-v$IMAGE_VERSION-$({ echo "$SUITE $NODE_PACKAGES"; cat "$HERE/run
 images)
   K8S_BIN=${2:?usage: image.sh images K8S_BIN CLUSTER_BIN}
   CLUSTER_BIN=${3:?usage: image.sh images K8S_BIN CLUSTER_BIN}
-  key="images-v$IMAGE_VERSION-$(printf '%s\n' "$K8S_BIN" "$CLUSTER_BIN" | cat - "$0" "$ROOT/test/images/pause/"*.go | sha256sum | cut -c1-12)"
+  key="images-v$IMAGE_VERSION-$(printf '%s\n' "$K8S_BIN" "$CLUSTER_BIN" "$K8S_VERSION" "$CLUSTER_ETCD_VERSION" "$COREDNS_VERSION" "$FLANNEL_VERSION" |
+    cat - "$0" "$ROOT/test/images/pause/"*.go | sha256sum | cut -c1-12)"
   ;;
 *) echo "usage: $0 node | images K8S_BIN CLUSTER_BIN" >&2; exit 2 ;;
 esac
-
-log() { echo "cluster/image: $*" >&2; }
-die() { log "$*"; exit 1; }
 
 [[ $(id -u) == 0 ]] || die "needs root (debootstrap)"
 for tool in debootstrap docker flock; do
@@ -159,7 +163,7 @@ rm -rf "$base"
 
 ctx=$part/ctx
 image() { # NAME:TAG FILE... -- DOCKERFILE-LINES...
-  local tag=$1 f
+  local tag=$1
   shift
   rm -rf "$ctx" && mkdir -p "$ctx"
   while [[ $1 != -- ]]; do cp "$1" "$ctx/" && shift; done
@@ -172,9 +176,10 @@ tags=()
 for c in kube-apiserver kube-controller-manager kube-scheduler kube-proxy; do
   image "registry.k8s.io/$c:$K8S_VERSION" "$K8S_BIN/$c" -- "COPY $c /usr/local/bin/$c" "ENTRYPOINT [\"/usr/local/bin/$c\"]"
 done
-image registry.k8s.io/etcd:3.7.0-0 "$CLUSTER_BIN/etcd" -- "COPY etcd /usr/local/bin/etcd" 'CMD ["/usr/local/bin/etcd"]'
-image registry.k8s.io/coredns/coredns:v1.14.6 "$CLUSTER_BIN/coredns" -- 'COPY coredns /coredns' 'EXPOSE 53 53/udp' 'ENTRYPOINT ["/coredns"]'
-image cri-dockerd-cluster/flannel:v0.28.10 "$CLUSTER_BIN/flanneld" "$CLUSTER_BIN/flannel" -- \
+# etcd's image tag: the version without its v, and the image's own revision.
+image "registry.k8s.io/etcd:${CLUSTER_ETCD_VERSION#v}-0" "$CLUSTER_BIN/etcd" -- "COPY etcd /usr/local/bin/etcd" 'CMD ["/usr/local/bin/etcd"]'
+image "registry.k8s.io/coredns/coredns:$COREDNS_VERSION" "$CLUSTER_BIN/coredns" -- 'COPY coredns /coredns' 'EXPOSE 53 53/udp' 'ENTRYPOINT ["/coredns"]'
+image "cri-dockerd-cluster/flannel:$FLANNEL_VERSION" "$CLUSTER_BIN/flanneld" "$CLUSTER_BIN/flannel" -- \
   'COPY flanneld /opt/bin/flanneld' 'COPY flannel /flannel' 'ENTRYPOINT ["/opt/bin/flanneld"]'
 # pause: the sandbox image, FROM scratch as upstream's; 3.10.2 is kubeadm's, 3.10 cri-dockerd's
 # default --pod-infra-container-image.
@@ -194,7 +199,7 @@ docker rmi "${tags[@]}" "$base_image" >/dev/null
 printf '%s\n' "${tags[@]}" >"$part/images.txt"
 }
 
-build_$what
+"build_$what"
 
 touch "$part/.complete"
 rm -rf "$out"

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
 # A Kubernetes cluster as users build one, on cri-dockerd: nodes as containers (systemd as PID 1,
 # each with its own dockerd and containerd, our .deb installed with apt), `kubeadm init` with
 # `--cri-socket unix:///var/run/cri-dockerd.sock` and `kubeadm join`, flannel as the cluster's
@@ -26,7 +27,14 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
-K8S_VERSION=v1.37.2
+# shellcheck source=../lib/common.sh
+. "$HERE/../lib/common.sh"
+LOG_PREFIX=cluster
+# log lines carry the time of day.
+LOG_STAMP=clock
+# K8S_VERSION: kubeadm init's --kubernetes-version.
+# shellcheck source=../versions.sh
+. "$HERE/../versions.sh"
 NAME=cri-dockerd-cluster
 DATA=/var/lib/$NAME
 RUN=/run/$NAME
@@ -47,18 +55,8 @@ for a in "$@"; do
 done
 WORKERS=${CLUSTER_WORKERS:-$((smoke ? 1 : 2))}
 
-log() { echo "cluster: $(date -u +%T) $*" >&2; }
-die() { log "FAIL: $*"; exit 1; }
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
-wait_for() { # SECONDS CMD...: run CMD every second until it succeeds
-  local deadline=$((SECONDS + $1))
-  shift
-  until "$@" >/dev/null 2>&1; do
-    ((SECONDS < deadline)) || return 1
-    sleep 1
-  done
-}
 dk() { docker -H "unix://$RUN/docker.sock" "$@"; }
 
 [[ $(id -u) == 0 ]] || die "needs root"
@@ -80,10 +78,8 @@ stop_dockerd() {
   if kill -0 "$pid" 2>/dev/null; then
     dk ps -aq | xargs -r docker -H "unix://$RUN/docker.sock" rm -fv >/dev/null 2>&1 || true
     dk network rm "$NAME" >/dev/null 2>&1 || true
-    kill "$pid"
-    for _ in $(seq 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
-    kill -9 "$pid" 2>/dev/null || true
   fi
+  stop_pid "$pid" "the private dockerd" 30
   rm -f "$RUN/docker.pid"
 }
 teardown() {
@@ -178,7 +174,7 @@ dockerd --host "unix://$RUN/docker.sock" --data-root "$DATA/docker" --exec-root 
   --add-runtime "crid-runc=$RUN/runc" --default-runtime crid-runc \
   --containerd-namespace crid-cluster --containerd-plugins-namespace crid-cluster-plugins \
   --cgroup-parent /cri-dockerd-cluster >"$OUT/dockerd.log" 2>&1 9>&- &
-wait_for 60 dk version || { tail -20 "$OUT/dockerd.log" >&2; die "the private dockerd did not answer within 60 s"; }
+wait_for 60 "the private dockerd" quiet dk version || { tail -20 "$OUT/dockerd.log" >&2; die "the private dockerd did not answer within 60 s"; }
 dk network rm "$NAME" >/dev/null 2>&1 || true # a killed run's
 dk network create -d bridge --subnet "$NET.0/24" --gateway "$NET.1" \
   -o com.docker.network.bridge.name="$BRIDGE" "$NAME" >/dev/null
@@ -195,7 +191,7 @@ if [[ -n ${CLUSTER_REGISTRY_DATA:-} ]]; then
     "$CLUSTER_REGISTRY_DATA" "$REGISTRY" >"$RUN/registry.yml"
   /usr/bin/docker-registry serve "$RUN/registry.yml" >"$OUT/registry.log" 2>&1 9>&- &
   echo $! >"$RUN/registry.pid"
-  wait_for 10 curl -sf "http://$REGISTRY/v2/" || die "the registry did not answer on $REGISTRY"
+  wait_for 10 "the registry" quiet curl -sf "http://$REGISTRY/v2/" || die "the registry did not answer on $REGISTRY"
 fi
 
 # --- images -----------------------------------------------------------------------------------------
@@ -232,7 +228,7 @@ start_node() { # NAME IP
 }
 node_ready() { # NAME: systemd up, Docker up, our .deb installed and its socket listening, images in
   local n=$1 state
-  wait_for 120 dk exec "$n" systemctl is-active docker.service ||
+  wait_for 120 "$n's docker.service" quiet dk exec "$n" systemctl is-active docker.service ||
     { state=$(dk exec "$n" systemctl is-system-running 2>&1); die "$n: docker.service not active within 120 s (systemd: $state)"; }
   # Docker's embedded DNS (127.0.0.11) as the node's resolver would be CoreDNS's own address in
   # its pod, a loop its loop plugin stops on; no DNS server is reachable from here, so the
@@ -288,7 +284,7 @@ log "kubeadm join of $WORKERS workers in $(since "$t0") s"
 # --- the cluster's network: flannel ------------------------------------------------------------------
 t0=$(now)
 kc apply -f "$HERE/flannel.yaml" >"$OUT/flannel-apply.log"
-wait_for 300 kc wait --for=condition=Ready node --all --timeout=5s ||
+wait_for 300 "the nodes Ready" quiet kc wait --for=condition=Ready node --all --timeout=5s ||
   { kc get nodes -o wide >&2; die "nodes not Ready within 300 s of flannel's apply"; }
 log "all ${#nodes[@]} nodes Ready $(since "$t0") s after flannel's apply"
 kc -n kube-system rollout status deployment/coredns --timeout=180s >/dev/null ||
@@ -297,7 +293,7 @@ log "CoreDNS available"
 
 # --- checks -----------------------------------------------------------------------------------------
 export CLUSTER_KUBECTL="$K8S/kubectl --kubeconfig $OUT/admin.conf" CLUSTER_DOCKER="docker -H unix://$RUN/docker.sock" CLUSTER_NET=$NET CLUSTER_OUT=$OUT \
-  CLUSTER_UPSTREAM_NODE=$UPSTREAM_NODE CLUSTER_NODE_DEB=/crid/$(basename "$deb")
+  CLUSTER_UPSTREAM_NODE=$UPSTREAM_NODE CLUSTER_NODE_DEB=/crid/${deb##*/}
 if ((smoke)); then
   "$HERE/checks.sh" --smoke "${nodes[@]}"
 elif ((checks)); then

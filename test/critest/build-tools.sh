@@ -1,21 +1,28 @@
 #!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
 # Build crictl and critest (sigs.k8s.io/cri-tools) into a cache outside the checkout.
 # Usage: build-tools.sh   -> prints the bin dir on stdout (last line).
-# Env: CRI_TOOLS_VERSION (default v1.37.0), CRITEST_CACHE (default /var/cache/cri-dockerd-ci)
+# Env: CRI_TOOLS_VERSION (default: test/versions.sh's),
+#      CRITEST_CACHE (default /var/cache/cri-dockerd-ci)
 set -euo pipefail
 
-VERSION="${CRI_TOOLS_VERSION:-v1.37.0}"
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=../lib/common.sh
+. "$HERE/../lib/common.sh"
+LOG_PREFIX=build-tools
+VERSION=${CRI_TOOLS_VERSION:-}
+# shellcheck source=../versions.sh
+. "$HERE/../versions.sh"
+VERSION=${VERSION:-$CRI_TOOLS_VERSION}
 CACHE="${CRITEST_CACHE:-/var/cache/cri-dockerd-ci}"
 BIN="$CACHE/bin/cri-tools-$VERSION"
 MOD="sigs.k8s.io/cri-tools"
-
-log() { echo "build-tools: $*" >&2; }
 
 have_all() { [[ -x $BIN/crictl && -x $BIN/critest ]]; }
 
 # One build at a time: the VM checks of make test may want the tools while the host's do.
 # shellcheck source=../lib/cached-build.sh
-. "$(dirname "${BASH_SOURCE[0]}")/../lib/cached-build.sh"
+. "$HERE/../lib/cached-build.sh"
 cached_build_start "$BIN.lock" 1800 go
 work="$(mktemp -d "$CACHE/build.XXXXXX")"
 trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT

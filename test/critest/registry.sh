@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
 # Offline stand-ins for every image critest (cri-tools v1.37.0) pulls on Linux.
 #
 # critest pulls fixed names from public registries (registry.k8s.io, k8s.gcr.io, gcr.io, and
@@ -81,7 +82,9 @@ IMAGES=(
 # Names pulled from a host other than the one pushed to (same registry storage).
 ALSO_SERVED=("k8s.gcr.io/pause:3.9")
 
-log() { echo "registry.sh: $*" >&2; }
+# shellcheck source=../lib/common.sh
+. "$ROOT/test/lib/common.sh"
+LOG_PREFIX=registry.sh
 
 # registry_pid: the pid of the registry this script started, if it still runs.
 registry_pid() {
@@ -209,14 +212,15 @@ if ! registry_up; then
   # critest lock on 9, build-k8s.sh's on 8, `flock FILE registry.sh`'s on another), and every
   # later run would wait for it.
   (
-    for fd in $(ls /proc/$BASHPID/fd); do
+    for fd in "/proc/$BASHPID/fd/"*; do
+      fd=${fd##*/}
       if ((fd > 2)); then eval "exec $fd>&-" 2>/dev/null || true; fi
     done
     exec setsid nohup /usr/bin/docker-registry serve "$REG/config.yml" </dev/null >>"$REG/registry.log" 2>&1
   ) &
   echo $! >"$REG/registry.pid"
-  for _ in $(seq 1 100); do registry_up && break; sleep 0.1; done
-  registry_up || { log "the registry did not answer within 10 s:"; tail -20 "$REG/registry.log" >&2; exit 1; }
+  wait_for 10 "the registry to answer" registry_up ||
+    { log "the registry did not answer:"; tail -20 "$REG/registry.log" >&2; exit 1; }
 fi
 
 # ---------------------------------------------------------------------------------------------
@@ -384,7 +388,7 @@ EOF
       echo "LABEL io.cri-dockerd.critest.standin=\"$name\" io.cri-dockerd.critest.hash=\"$hash\""
       echo 'ENTRYPOINT ["/pause"]'
     } >"$dir/Dockerfile"
-    rm -rf "$x/etc"
+    rm -rf "${x:?}/etc"
     ;;
   *)
     log "unknown image kind $kind"

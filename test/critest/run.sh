@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
 # Runs the CRI validation suite (critest, cri-tools v1.37.0) offline against a cri-dockerd binary.
 #
 # Usage: run.sh [--benchmark] BINARY [CRITEST_ARGS...]
@@ -44,7 +45,9 @@ HANDLER=${CRITEST_RUNTIME_HANDLER:-}
 NETWORK_PLUGIN=${CRITEST_NETWORK_PLUGIN-cni}
 case $NETWORK_PLUGIN in cni | "") ;; *) echo "run.sh: CRITEST_NETWORK_PLUGIN must be cni or empty, not $NETWORK_PLUGIN" >&2; exit 2 ;; esac
 
-log() { echo "critest/run.sh: $*" >&2; }
+# shellcheck source=../lib/common.sh
+. "$ROOT/test/lib/common.sh"
+LOG_PREFIX=critest/run.sh
 
 # One run at a time on a machine: each removes the critest pods it finds on the shared dockerd.
 mkdir -p /var/cache/cri-dockerd-ci
@@ -106,18 +109,10 @@ remove_test_pods() {
 
 daemon_pid=
 stop_daemon() {
-  [[ -n $daemon_pid ]] || return 0
-  if kill -0 "$daemon_pid" 2>/dev/null; then
-    kill -TERM "$daemon_pid" 2>/dev/null || true
-    for _ in $(seq 1 100); do kill -0 "$daemon_pid" 2>/dev/null || break; sleep 0.1; done
-    if kill -0 "$daemon_pid" 2>/dev/null; then
-      log "cri-dockerd did not stop within 10 s of SIGTERM; killing it"
-      kill -KILL "$daemon_pid" 2>/dev/null || true
-    fi
-  fi
-  wait "$daemon_pid" 2>/dev/null || true
+  stop_pid "$daemon_pid" cri-dockerd 10
   daemon_pid=
 }
+# shellcheck disable=SC2317 # called by the EXIT trap
 cleanup() {
   if [[ -n $daemon_pid ]] && kill -0 "$daemon_pid" 2>/dev/null; then remove_test_pods; fi
   stop_daemon
@@ -140,13 +135,14 @@ log "starting $BINARY on $ENDPOINT (log: $DAEMON_LOG)"
 "$BINARY" --container-runtime-endpoint "$ENDPOINT" --cri-dockerd-root-directory "$RUN/root" \
   "${net_args[@]}" "${docker_args[@]}" --log-level info >"$DAEMON_LOG" 2>&1 &
 daemon_pid=$!
-for _ in $(seq 1 300); do
-  [[ -S $SOCK ]] && crictl version >/dev/null 2>&1 && break
-  kill -0 "$daemon_pid" 2>/dev/null || break
-  sleep 0.1
-done
+# serving_or_gone: it serves, or it exited (no use waiting longer).
+# shellcheck disable=SC2317 # run by wait_for
+serving_or_gone() {
+  { [[ -S $SOCK ]] && crictl version >/dev/null 2>&1; } || ! kill -0 "$daemon_pid" 2>/dev/null
+}
+wait_for 30 "cri-dockerd to serve $ENDPOINT" serving_or_gone || true
 if ! kill -0 "$daemon_pid" 2>/dev/null || ! crictl version >/dev/null 2>&1; then
-  log "cri-dockerd did not serve $ENDPOINT within 30 s; its log:"
+  log "cri-dockerd did not serve $ENDPOINT; its log:"
   tail -30 "$DAEMON_LOG" >&2
   exit 1
 fi
@@ -209,12 +205,12 @@ report_args=()
 # A benchmark or focused run does not run every listed spec: do not list those lines.
 if ((benchmark)) || (($# > 0)); then report_args+=(--partial); fi
 if ((benchmark)); then report_args+=(--benchmark-dir "$OUT/benchmark"); fi
-python3 "$HERE/report.py" "${report_args[@]}" "$JUNIT" "$EXPECTED"
+python3 "$ROOT/test/lib/expected-failures.py" "${report_args[@]}" "$EXPECTED" "$JUNIT"
 status=$?
 set -e
 echo "critest: output in $OUT (junit.xml, critest.log, cri-dockerd.log)"
 if ((status != 0)); then
-  ((status == 1)) && log "unexpected failures (see above)" || log "could not evaluate the report"
+  if ((status == 1)); then log "unexpected failures (see above)"; else log "could not evaluate the report"; fi
   exit 1
 fi
 if ((rc != 0)); then log "critest failed, but every failure is listed in $(basename "$EXPECTED")"; fi

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
 # Build Kubernetes' node e2e suite (k8s.io/kubernetes v1.37.2 test/e2e_node, a `go test -c` test
 # binary), the ginkgo CLI that runs it in parallel, and the programs of the stand-in images
 # (agnhost and nonewprivs from their sources in the same module, the pause container from
@@ -24,7 +25,12 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-K8S_VERSION=v1.37.2
+# shellcheck source=../lib/common.sh
+. "$HERE/../lib/common.sh"
+LOG_PREFIX="e2e-node build"
+# K8S_VERSION.
+# shellcheck source=../versions.sh
+. "$HERE/../versions.sh"
 CACHE="${E2E_CACHE:-/var/cache/cri-dockerd-ci}"
 # Keyed by the pinned versions (go.mod/go.sum); remove the directory to rebuild after a change of
 # this script. (So k8s-build/go.mod's comment still names integration/e2e-node/build.sh, the
@@ -33,8 +39,6 @@ key=$(cat "$HERE/k8s-build/go.mod" "$HERE/k8s-build/go.sum" | sha256sum | cut -c
 BIN="$CACHE/e2e-node/bin-kubernetes-$K8S_VERSION-$key"
 BINARIES=(e2e_node.test ginkgo agnhost nonewprivs pause busybox nc.openbsd)
 BUSYBOX_ORIG=busybox_1.35.0.orig.tar.bz2
-
-log() { echo "e2e-node build: $*" >&2; }
 
 have_all() {
   local b

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
 # Offline stand-ins for the images the node e2e suite (Kubernetes v1.37.2) runs, under their
 # exact names (test/utils/image/manifest.go), built from local files and pushed to the local
 # registry that run.sh starts. Each stand-in has what the specs use of it:
@@ -36,15 +37,21 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
+# shellcheck source=../lib/common.sh
+. "$HERE/../lib/common.sh"
+LOG_PREFIX="e2e-node images"
+# K8S_VERSION: the module whose test/images sources the stand-ins use.
+# shellcheck source=../versions.sh
+. "$HERE/../versions.sh"
 [[ $# -eq 3 ]] || { echo "usage: $0 DOCKER_HOST BIN_DIR REGISTRY_URL" >&2; exit 2; }
 DOCKER_HOST_ARG=$1 BIN=$2 REGISTRY_URL=$3
 export DOCKER_BUILDKIT=0 # classic builder: FROM a local image, offline
 docker() { /usr/bin/docker -H "$DOCKER_HOST_ARG" "$@"; }
 CACHE=${E2E_CACHE:-/var/cache/cri-dockerd-ci}
 STAMP=$CACHE/e2e-node/registry/pushed
-K8S_SRC=$(cd "$HERE/k8s-build" && GOFLAGS=-mod=readonly go mod download -json k8s.io/kubernetes@v1.37.2 |
+K8S_SRC=$(cd "$HERE/k8s-build" && GOFLAGS=-mod=readonly go mod download -json "k8s.io/kubernetes@$K8S_VERSION" |
   sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')
-[[ -d $K8S_SRC/test/images ]] || { echo "images.sh: no k8s.io/kubernetes source in the module cache" >&2; exit 1; }
+[[ -d $K8S_SRC/test/images ]] || die "no k8s.io/kubernetes source in the module cache"
 
 E2E=registry.k8s.io/e2e-test-images
 # "KIND NAME": one image per line, built in this order (agnhost needs pause pushed first).
@@ -65,8 +72,6 @@ IMAGES=(
 # (bind9-dnsutils) and getent: what agnhost's Alpine base has (bind-tools, musl-utils) and the
 # DNS conformance specs run in agnhost pods.
 HOST_TOOLS=(/usr/bin/curl /usr/bin/bash /usr/sbin/ip /usr/bin/ss /usr/bin/hostname /usr/bin/dig /usr/bin/getent)
-
-log() { echo "e2e-node images: $*" >&2; }
 
 names() { local l; for l in "${IMAGES[@]}"; do echo "${l#* }"; done; }
 # image_names: the image names, for run.sh to pull.
@@ -252,7 +257,7 @@ build_context() {
     tail=('CMD ["sh"]')
     ;;
   pause)
-    rm -rf "$x/etc"
+    rm -rf "${x:?}/etc"
     install -D -m 0755 "$BIN/pause" "$x/pause"
     from=scratch
     tail=('USER 65535:65535' 'ENTRYPOINT ["/pause"]')

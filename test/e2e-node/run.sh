@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
 # Kubernetes' node e2e suite (k8s.io/kubernetes v1.37.2 test/e2e_node) against a cri-dockerd
 # binary, offline, with the kubelet v1.37.2 of test/e2e/build-k8s.sh.
 #
@@ -18,7 +19,7 @@
 #   2. serial: the [Serial] "[sig-node] Container Runtime blackbox test" specs (image pulls: from
 #      the stand-in registry, an invalid registry, agnhost's fake private registry on hostPort
 #      5000 with and without a pull secret).
-# report.py compares the failures with expected-failures.txt; the run exits non-zero on any
+# test/lib/expected-failures.py compares the failures with expected-failures.txt; the run exits non-zero on any
 # failure not listed there.
 #
 # What it sets up (and takes down on exit, pass or fail):
@@ -41,6 +42,9 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
+# shellcheck source=../lib/common.sh
+. "$HERE/../lib/common.sh"
+LOG_PREFIX=e2e-node
 
 FAST=0
 if [[ ${1:-} == --fast ]]; then FAST=1; shift; fi
@@ -80,16 +84,6 @@ PARALLEL_FOCUS=${E2E_NODE_FOCUS:-$PARALLEL_FOCUS}
 PARALLEL_SKIP=${E2E_NODE_SKIP:-$PARALLEL_SKIP}
 SERIAL=${E2E_NODE_SERIAL:-1}
 
-log() { echo "e2e-node: $*" >&2; }
-die() { log "FATAL: $*"; exit 1; }
-wait_for() { # SECONDS CMD...
-  local deadline=$((SECONDS + $1))
-  shift
-  until "$@" >/dev/null 2>&1; do
-    ((SECONDS < deadline)) || return 1
-    sleep 0.2
-  done
-}
 
 # One run at a time on a machine, shared with test/e2e/run.sh: the kubelet's cgroups
 # (/kubepods), /var/lib/kubelet, its ports and the kernel tunables it sets are global.
@@ -124,19 +118,9 @@ log "logs and reports in $OUT"
 
 # --- cleanup (registered before anything starts) ----------------------------------------------
 declare -A pids=()
-stop_proc() { # NAME [SECONDS]
-  local name=$1 pid=${pids[$1]:-} t=${2:-15}
-  [[ -n $pid ]] || return 0
-  if kill -0 "$pid" 2>/dev/null; then
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 1 $((t * 10))); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    if kill -0 "$pid" 2>/dev/null; then
-      log "$name did not stop within ${t}s of SIGTERM; killing it"
-      kill -KILL "$pid" 2>/dev/null || true
-    fi
-  fi
-  wait "$pid" 2>/dev/null || true
-  unset "pids[$name]"
+stop_proc() { # NAME [SECONDS]: stop_pid of pids[NAME], which it then forgets
+  stop_pid "${pids[$1]:-}" "$1" "${2:-15}"
+  unset "pids[$1]"
 }
 TUNABLES=(vm/overcommit_memory vm/panic_on_oom kernel/panic kernel/panic_on_oops kernel/keys/root_maxkeys kernel/keys/root_maxbytes)
 declare -A tunables=()
@@ -144,7 +128,7 @@ for t in "${TUNABLES[@]}"; do [[ -r /proc/sys/$t ]] && tunables[$t]=$(cat "/proc
 cgroups_existed=()
 for d in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods; do [[ -d $d ]] && cgroups_existed+=("$d"); done
 # /var/log/pods (log_path_test reads it as a hostPath): remove what the run adds to it.
-pod_logs_before=$(ls -A /var/log/pods 2>/dev/null || true)
+pod_logs_before=$(find /var/log/pods -mindepth 1 -maxdepth 1 -printf '%f\n' 2>/dev/null || true)
 pod_logs_existed=0
 [[ -e /var/log/pods ]] && pod_logs_existed=1
 
@@ -155,7 +139,7 @@ kill_suite_kubelets() {
   for p in $(pgrep -x kubelet 2>/dev/null || true); do
     [[ $(readlink "/proc/$p/exe" 2>/dev/null) == "$K8S/kubelet" ]] || continue
     tr '\0' ' ' <"/proc/$p/cmdline" | grep -q -- "--config $RUN/" || continue
-    kill -TERM "$p" 2>/dev/null || true
+    stop_pid "$p" "the suite's kubelet ($p)" 15
   done
 }
 remove_all_pods() { # every pod on the private dockerd is ours
@@ -189,7 +173,6 @@ cleanup() {
   trap - EXIT INT TERM
   stop_suite
   kill_suite_kubelets
-  sleep 1
   [[ -n ${pids[crid]:-} ]] && remove_all_pods
   stop_proc crid
   stop_proc events 2
@@ -200,7 +183,7 @@ cleanup() {
     /proc/self/mountinfo | sort -r | while read -r m; do umount -l "$m" 2>/dev/null; done
   rm -rf "$RUN" /var/lib/kubelet
   if ((pod_logs_existed)); then
-    comm -13 <(echo "$pod_logs_before" | sort) <(ls -A /var/log/pods 2>/dev/null | sort) |
+    comm -13 <(echo "$pod_logs_before" | sort) <(find /var/log/pods -mindepth 1 -maxdepth 1 -printf '%f\n' 2>/dev/null | sort) |
       while read -r d; do [[ -n $d ]] && rm -rf "/var/log/pods/$d"; done
   else
     rm -rf /var/log/pods
@@ -244,7 +227,7 @@ EOF
 ! ss -Hltn "sport = :${REG_ADDR##*:}" | grep -q "${REG_ADDR%:*}:" || die "$REG_ADDR is taken"
 /usr/bin/docker-registry serve "$RUN/registry.yml" >"$OUT/registry.log" 2>&1 &
 pids[registry]=$!
-wait_for 10 curl -sf "http://$REG_ADDR/v2/" || die "the registry did not answer on $REG_ADDR"
+wait_for 10 "the registry" quiet curl -sf "http://$REG_ADDR/v2/" || die "the registry did not answer on $REG_ADDR"
 
 # --- a private dockerd --------------------------------------------------------------------------
 dockerp() { "$DOCKER_CLI" -H "unix://$RUN/docker.sock" "$@"; }
@@ -271,13 +254,13 @@ jq --arg runc "$(command -v runc)" '{runtimes: ((.runtimes // {}) + {"test-handl
   "insecure-registries": ["registry.k8s.io", "gcr.io", "k8s.gcr.io", "invalid.registry.k8s.io"]}' \
   /etc/docker/daemon.json >"$RUN/daemon.json"
 log "starting a private dockerd on unix://$RUN/docker.sock (bridge $BRIDGE, $NODE_IP/24)"
-HTTP_PROXY=http://$REG_ADDR HTTPS_PROXY=http://127.0.0.2:1 NO_PROXY= \
+HTTP_PROXY=http://$REG_ADDR HTTPS_PROXY=http://127.0.0.2:1 NO_PROXY='' \
   dockerd --config-file "$RUN/daemon.json" --host "unix://$RUN/docker.sock" --data-root "$RUN/docker" \
   --exec-root "$RUN/dx" --pidfile "$RUN/docker.pid" --bridge "$BRIDGE" --iptables=false --ip-masq=false \
   --containerd-namespace crid-e2en --containerd-plugins-namespace crid-e2en-plugins \
   >"$OUT/dockerd.log" 2>&1 &
 pids[dockerd]=$!
-wait_for 60 dockerp version || { tail -20 "$OUT/dockerd.log" >&2; die "private dockerd did not answer within 60 s"; }
+wait_for 60 "the private dockerd" quiet dockerp version || { tail -20 "$OUT/dockerd.log" >&2; die "private dockerd did not answer within 60 s"; }
 # Docker's container events (die with exit codes, kill with signals, oom) outlive the containers
 # the kubelet removes: the record to explain an unexpected exit.
 dockerp events --filter type=container --format '{{.TimeNano}} {{.Action}} {{.Actor.ID}} {{json .Actor.Attributes}}' \
@@ -303,7 +286,7 @@ log "starting $BINARY on unix://$RUN/cri.sock (log: $OUT/cri-dockerd.log)"
   "${handler_flag[@]}" --log-level info >"$OUT/cri-dockerd.log" 2>&1 &
 pids[crid]=$!
 echo "${pids[crid]}" >"$RUN/cri-dockerd.pid"
-wait_for 30 "$CRICTL" --runtime-endpoint "unix://$RUN/cri.sock" version ||
+wait_for 30 cri-dockerd quiet "$CRICTL" --runtime-endpoint "unix://$RUN/cri.sock" version ||
   { tail -20 "$OUT/cri-dockerd.log" >&2; die "cri-dockerd did not serve within 30 s"; }
 
 # --- the suite -------------------------------------------------------------------------------------
@@ -383,4 +366,4 @@ fi
 
 partial=()
 ((FAST)) || [[ -n ${E2E_NODE_FOCUS:-} ]] && partial=(--partial)
-python3 "$HERE/report.py" "${partial[@]}" "$EXPECTED" "${reports[@]}"
+python3 "$ROOT/test/lib/expected-failures.py" --name e2e-node "${partial[@]}" "$EXPECTED" "${reports[@]}"

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
 # Build kubelet, kube-apiserver, kubectl (Kubernetes v1.37.2) and etcd (v3.6.16) from the Go module
 # proxy into a cache outside the checkout, keyed by version: a second run finds them and returns.
 # kubeadm, kube-controller-manager, kube-scheduler and kube-proxy (the cluster test's,
@@ -14,17 +15,19 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=../lib/common.sh
+. "$HERE/../lib/common.sh"
+LOG_PREFIX=build-k8s
 # shellcheck source=k8s-ldflags.sh
 . "$HERE/k8s-ldflags.sh"
-K8S_VERSION=v1.37.2
-ETCD_VERSION=v3.6.16
+# K8S_VERSION, ETCD_VERSION
+# shellcheck source=../versions.sh
+. "$HERE/../versions.sh"
 CACHE="${E2E_CACHE:-/var/cache/cri-dockerd-ci}"
 BIN="$CACHE/k8s-bin/kubernetes-$K8S_VERSION-etcd-$ETCD_VERSION"
 K8S_BINARIES=(kubelet kube-apiserver kubectl kubeadm kube-controller-manager kube-scheduler kube-proxy)
 [[ ${1:-} == --gate ]] && K8S_BINARIES=(kubelet kube-apiserver kubectl)
 BINARIES=("${K8S_BINARIES[@]}" etcd)
-
-log() { echo "build-k8s: $*" >&2; }
 
 have_all() {
   local b

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the Kubernetes builds (test/e2e/build-k8s.sh, test/e2e-node/build.sh,
 # test/cluster/conformance-build.sh): the -ldflags that stamp a build with its release version,
 # as Kubernetes' own build does, so the kubelet, kubeadm and the e2e suites report VERSION

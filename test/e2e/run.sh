@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
 # End to end with a real kubelet (Kubernetes v1.37.2) against a cri-dockerd binary.
 #
 # Usage: run.sh BINARY
@@ -29,6 +30,9 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
+# shellcheck source=../lib/common.sh
+. "$ROOT/test/lib/common.sh"
+LOG_PREFIX=e2e
 
 [[ $# -eq 1 && -n $1 ]] || { echo "usage: $0 BINARY" >&2; exit 2; }
 BINARY=$1
@@ -46,23 +50,12 @@ NODE=crid-e2e
 BRIDGE=crid-e2e0
 NS=default
 
-log() { echo "e2e: $*" >&2; }
-die() { log "FATAL: $*"; exit 1; }
 failures=0
 pass() { echo "  PASS  $*"; }
 fail() { echo "  FAIL  $*"; failures=$((failures + 1)); }
 now() { echo "$EPOCHREALTIME"; }
 since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'; }
 
-# wait_for SECONDS CMD...: run CMD every 0.2 s until it succeeds; 1 on timeout.
-wait_for() {
-  local deadline=$((SECONDS + $1))
-  shift
-  until "$@" >/dev/null 2>&1; do
-    ((SECONDS < deadline)) || return 1
-    sleep 0.2
-  done
-}
 # free_port: a port nothing listens on, never handed out twice in a run. It is taken below the
 # kernel's ephemeral range: a port from bind(0) can come back as the source port of an outgoing
 # connection (the apiserver's to etcd) before its own server listens on it, and that server then
@@ -103,18 +96,8 @@ log "logs in $OUT"
 # --- cleanup (registered before anything starts) ------------------------------------------------
 declare -A pids=()
 stop_proc() { # NAME [SECONDS]
-  local name=$1 pid=${pids[$1]:-} t=${2:-15}
-  [[ -n $pid ]] || return 0
-  if kill -0 "$pid" 2>/dev/null; then
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 1 $((t * 10))); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    if kill -0 "$pid" 2>/dev/null; then
-      log "$name did not stop within ${t}s of SIGTERM; killing it"
-      kill -KILL "$pid" 2>/dev/null || true
-    fi
-  fi
-  wait "$pid" 2>/dev/null || true
-  unset "pids[$name]"
+  stop_pid "${pids[$1]:-}" "$1" "${2:-15}"
+  unset "pids[$1]"
 }
 # The kubelet sets these (protectKernelDefaults: false); give them back their values.
 TUNABLES=(vm/overcommit_memory vm/panic_on_oom kernel/panic kernel/panic_on_oops kernel/keys/root_maxkeys kernel/keys/root_maxbytes)
@@ -133,12 +116,10 @@ fi
 
 remove_all_pods() { # every pod on the private dockerd is ours
   if [[ -S $RUN/cri.sock ]]; then
-    local out
-    # A RunPodSandbox cancelled by the kubelet's exit may still be rolling back: retry once.
-    timeout 60 "$CRICTL" --config "$RUN/crictl.yaml" rmp -fa >/dev/null 2>&1 || {
-      sleep 2
-      out=$(timeout 60 "$CRICTL" --config "$RUN/crictl.yaml" rmp -fa 2>&1) || log "crictl rmp -fa failed: $out"
-    }
+    # A RunPodSandbox cancelled by the kubelet's exit may still be rolling back: retry until
+    # the removal succeeds.
+    wait_for 60 "crictl rmp -fa to remove every pod" quiet timeout 60 "$CRICTL" --config "$RUN/crictl.yaml" rmp -fa ||
+      log "crictl rmp -fa failed: $(timeout 60 "$CRICTL" --config "$RUN/crictl.yaml" rmp -fa 2>&1)"
   fi
   if [[ -S $RUN/docker.sock ]]; then
     local left
@@ -196,6 +177,7 @@ if [[ -n $DENSITY ]]; then
   # ("can't get final child's PID from pipe"); ours clamps it itself. For both binaries alike,
   # the default runtime is a runc that sets a negative oomScoreAdj to 0 (as the Go benchmarks'
   # ClampOOMScoreAdj does).
+  # shellcheck disable=SC2016 # the wrapper's own "$@" and $a, expanded when it runs
   printf '#!/bin/sh
 prev=
 for a in "$@"; do
@@ -215,7 +197,7 @@ dockerd --config-file "$RUN/daemon.json" --host "unix://$RUN/docker.sock" --data
   --containerd-namespace crid-e2e --containerd-plugins-namespace crid-e2e-plugins \
   >"$OUT/dockerd.log" 2>&1 &
 pids[dockerd]=$!
-wait_for 60 dockerp version || { tail -20 "$OUT/dockerd.log" >&2; die "private dockerd did not answer within 60 s"; }
+wait_for 60 "the private dockerd" quiet dockerp version || { tail -20 "$OUT/dockerd.log" >&2; die "private dockerd did not answer within 60 s"; }
 t0=$(now)
 "$DOCKER_CLI" save "$BUSYBOX_IMAGE" "$PAUSE_IMAGE" | dockerp load >/dev/null
 log "loaded $BUSYBOX_IMAGE and $PAUSE_IMAGE in $(since "$t0") s"
@@ -234,7 +216,7 @@ fi
   --cri-dockerd-root-directory "$RUN/crid" --network-plugin= --pod-infra-container-image "$PAUSE_IMAGE" \
   --log-level info "${CRI_PPROF[@]}" >"$OUT/cri-dockerd.log" 2>&1 &
 pids[crid]=$!
-wait_for 30 crictl version || { tail -20 "$OUT/cri-dockerd.log" >&2; die "cri-dockerd did not serve within 30 s"; }
+wait_for 30 "cri-dockerd to serve" quiet crictl version || { tail -20 "$OUT/cri-dockerd.log" >&2; die "cri-dockerd did not serve within 30 s"; }
 
 # kubelet_config DIR: a kubelet config for a node in DIR; prints the healthz port.
 kubelet_config() {
@@ -278,7 +260,7 @@ start_kubelet() { # DIR HEALTHZ_PORT [ARGS...]
   "$KUBELET" --config "$dir/config.yaml" --root-dir "$dir/root" --hostname-override "$NODE" \
     --node-ip "$NODE_IP" --cert-dir "$dir/pki" --v=2 "$@" >"$OUT/$(basename "$dir").log" 2>&1 &
   pids[kubelet]=$!
-  wait_for 60 curl -sf "http://127.0.0.1:$hz/healthz" ||
+  wait_for 60 "the kubelet's /healthz" quiet curl -sf "http://127.0.0.1:$hz/healthz" ||
     { tail -20 "$OUT/$(basename "$dir").log" >&2; die "kubelet did not become healthy within 60 s"; }
 }
 
@@ -312,14 +294,21 @@ EOF
 t0=$(now)
 mv "$RUN/static.yaml" "$K1/manifests/e2e-static.yaml"
 static_running() { [[ -n $(crictl ps --name '^sleeper$' --state running -q) ]]; }
-if wait_for 90 static_running; then
+if wait_for 90 "the static pod to run" quiet static_running; then
   echo "  static pod e2e-static: Running after $(since "$t0") s"
   pass "static pod Running through our socket"
   sid=$(crictl pods --name "e2e-static-$NODE" --state ready -q)
   cid=$(crictl ps --name '^sleeper$' --state running -q)
-  [[ -n $sid ]] && pass "sandbox ${sid:0:13} Ready (crictl pods)" || fail "no Ready sandbox for e2e-static"
-  crictl logs "$cid" 2>&1 | grep -q 'static pod up' && pass "crictl logs shows the output" ||
+  if [[ -n $sid ]]; then
+    pass "sandbox ${sid:0:13} Ready (crictl pods)"
+  else
+    fail "no Ready sandbox for e2e-static"
+  fi
+  if crictl logs "$cid" 2>&1 | grep -q 'static pod up'; then
+    pass "crictl logs shows the output"
+  else
     fail "crictl logs $cid lacks 'static pod up'"
+  fi
 else
   fail "static pod did not reach Running within 90 s"
   crictl pods >&2 || true
@@ -328,7 +317,7 @@ else
 fi
 t0=$(now)
 rm -f "$K1/manifests/e2e-static.yaml"
-if wait_for 60 bash -c "[[ -z \$('$CRICTL' --config '$RUN/crictl.yaml' pods --state ready -q) ]]"; then
+if wait_for 60 "the static pod's sandbox to stop" quiet bash -c "[[ -z \$('$CRICTL' --config '$RUN/crictl.yaml' pods --state ready -q) ]]"; then
   pass "static pod stopped $(since "$t0") s after its manifest was removed"
 else
   fail "static pod still Ready 60 s after its manifest was removed"
@@ -346,7 +335,7 @@ ep=$(free_port) pp=$(free_port) ap=$(free_port)
   --initial-advertise-peer-urls "http://127.0.0.1:$pp" --initial-cluster "e2e=http://127.0.0.1:$pp" \
   --log-level warn >"$OUT/etcd.log" 2>&1 &
 pids[etcd]=$!
-wait_for 30 curl -sf "http://127.0.0.1:$ep/health" || { tail -20 "$OUT/etcd.log" >&2; die "etcd not healthy within 30 s"; }
+wait_for 30 "etcd's /health" quiet curl -sf "http://127.0.0.1:$ep/health" || { tail -20 "$OUT/etcd.log" >&2; die "etcd not healthy within 30 s"; }
 
 mkdir -p "$RUN/apiserver"
 openssl genrsa -out "$RUN/apiserver/sa.key" 2048 2>/dev/null
@@ -378,18 +367,18 @@ contexts:
 current-context: e2e
 EOF
 kubectl() { "$KUBECTL" --kubeconfig "$RUN/kubeconfig" "$@"; }
-wait_for 90 kubectl get --raw /readyz ||
+wait_for 90 "kube-apiserver's /readyz" quiet kubectl get --raw /readyz ||
   { tail -20 "$OUT/kube-apiserver.log" >&2; die "kube-apiserver not ready within 90 s"; }
 log "etcd + kube-apiserver ready after $(since "$t0") s"
 # No controller manager: make the ServiceAccount the admission plugin wants.
-wait_for 30 kubectl get namespace "$NS" || die "namespace $NS missing"
+wait_for 30 "namespace $NS" quiet kubectl get namespace "$NS" || die "namespace $NS missing"
 kubectl create serviceaccount default -n "$NS" >/dev/null
 
 K2=$RUN/kubelet-apiserver
 hz=$(kubelet_config "$K2")
 t0=$(now)
 start_kubelet "$K2" "$hz" --kubeconfig "$RUN/kubeconfig"
-if wait_for 90 kubectl wait --for=condition=Ready "node/$NODE" --timeout=2s; then
+if wait_for 90 "node $NODE to be Ready" quiet kubectl wait --for=condition=Ready "node/$NODE" --timeout=2s; then
   log "node $NODE Ready after $(since "$t0") s (log: $OUT/kubelet-apiserver.log)"
 else
   kubectl describe node "$NODE" >&2 || true
@@ -449,7 +438,7 @@ EOF
 t0=$(now)
 pod_yaml e2e-wrapped e2e-wrapped | kubectl create -f - >/dev/null
 pod_running() { [[ $(kubectl get pod "$1" -o 'jsonpath={.status.phase}/{.status.containerStatuses[0].ready}') == Running/true ]]; }
-if wait_for 90 pod_running e2e-wrapped; then
+if wait_for 90 "pod e2e-wrapped to run" quiet pod_running e2e-wrapped; then
   echo "  pod e2e-wrapped (runtimeClassName e2e-wrapped): Running after $(since "$t0") s"
   pass "pod with RuntimeClass handler 'wrapped' Running"
   cid=$(kubectl get pod e2e-wrapped -o 'jsonpath={.status.containerStatuses[0].containerID}')
@@ -461,29 +450,41 @@ if wait_for 90 pod_running e2e-wrapped; then
   # docker://sha256:ID (a locally built image has no repo digest).
   podimg=$(kubectl get pod e2e-wrapped -o 'jsonpath={.status.containerStatuses[0].imageID}')
   imgid=$(dockerp inspect -f '{{.Image}}' "$cid" 2>/dev/null || true)
-  [[ -n $imgid && $podimg == "docker://$imgid" ]] && pass "pod status imageID is upstream's docker://sha256:... form" ||
+  if [[ -n $imgid && $podimg == "docker://$imgid" ]]; then
+    pass "pod status imageID is upstream's docker://sha256:... form"
+  else
     fail "pod status imageID $podimg, want docker://$imgid"
+  fi
   for what in sandbox:$sid container:$cid; do
     kind=${what%%:*} id=${what#*:}
     [[ -n $id ]] || continue
     rt=$(dockerp inspect -f '{{.HostConfig.Runtime}}' "$id" 2>&1)
-    [[ $rt == wrapped ]] && pass "$kind ${id:0:12}: HostConfig.Runtime=wrapped" ||
+    if [[ $rt == wrapped ]]; then
+      pass "$kind ${id:0:12}: HostConfig.Runtime=wrapped"
+    else
       fail "$kind ${id:0:12}: HostConfig.Runtime=$rt, want wrapped"
-    grep -F "$id" "$WRAPPER_LOG" 2>/dev/null | grep -q ' create ' &&
-      pass "$kind ${id:0:12}: the wrapper runtime logged its create" ||
+    fi
+    if grep -F "$id" "$WRAPPER_LOG" 2>/dev/null | grep -q ' create '; then
+      pass "$kind ${id:0:12}: the wrapper runtime logged its create"
+    else
       fail "$kind ${id:0:12}: no 'create' line for it in $WRAPPER_LOG"
+    fi
   done
   logs_ok() { kubectl logs e2e-wrapped | grep -q 'hello from e2e-wrapped'; }
-  if wait_for 15 logs_ok; then
+  if wait_for 15 "kubectl logs of e2e-wrapped" quiet logs_ok; then
     pass "kubectl logs: $(kubectl logs e2e-wrapped | head -1)"
   else
     fail "kubectl logs e2e-wrapped lacks 'hello from e2e-wrapped': $(kubectl logs e2e-wrapped 2>&1 | head -3)"
   fi
+  # shellcheck disable=SC2016 # expanded by the container's sh
   execout=$(timeout 60 "$KUBECTL" --kubeconfig "$RUN/kubeconfig" exec e2e-wrapped -- sh -c 'echo exec-ok $((6*7)) $(cat /proc/1/comm)' 2>&1) || true
   if [[ $execout == "exec-ok 42 sh" ]]; then
     pass "kubectl exec: $execout"
-    grep -F "$cid" "$WRAPPER_LOG" | grep -q ' exec ' && pass "the exec ran through the wrapper runtime" ||
+    if grep -F "$cid" "$WRAPPER_LOG" | grep -q ' exec '; then
+      pass "the exec ran through the wrapper runtime"
+    else
       fail "no 'exec' line for ${cid:0:12} in $WRAPPER_LOG"
+    fi
   else
     fail "kubectl exec e2e-wrapped: $execout"
   fi
@@ -516,14 +517,20 @@ spec:
   - name: img
     image: {reference: $BUSYBOX_IMAGE, pullPolicy: Never}
 EOF
-if wait_for 60 pod_running e2e-spec; then
+if wait_for 60 "pod e2e-spec to run" quiet pod_running e2e-spec; then
   echo "  pod e2e-spec: Running after $(since "$t0") s"
   specout=$(timeout 60 "$KUBECTL" --kubeconfig "$RUN/kubeconfig" exec e2e-spec -- sh -c \
     'test -x /mnt/img/bin/sh && echo img-ok; touch /mnt/img/x 2>/dev/null || echo ro-ok; grep " /dev/shm " /proc/mounts' 2>&1) || true
-  [[ $specout == *img-ok* && $specout == *ro-ok* ]] && pass "image volume: the image's files at /mnt/img, read-only" ||
+  if [[ $specout == *img-ok* && $specout == *ro-ok* ]]; then
+    pass "image volume: the image's files at /mnt/img, read-only"
+  else
     fail "image volume in e2e-spec: $specout"
-  [[ $specout == *size=98304k* ]] && pass "/dev/shm sized 96Mi by the pod annotation" ||
+  fi
+  if [[ $specout == *size=98304k* ]]; then
+    pass "/dev/shm sized 96Mi by the pod annotation"
+  else
     fail "/dev/shm of e2e-spec: $specout"
+  fi
   # The kubelet's summary API takes container stats from our ListContainerStats/PodSandboxStats.
   summary_has_stats() {
     kubectl get --raw "/api/v1/nodes/$NODE/proxy/stats/summary" 2>/dev/null | python3 -c '
@@ -532,7 +539,7 @@ pods = [p for p in json.load(sys.stdin).get("pods", []) if p["podRef"]["name"] =
 c = [c for p in pods for c in p.get("containers", []) if c["name"] == "main"]
 sys.exit(0 if c and c[0].get("memory", {}).get("workingSetBytes", 0) > 0 and c[0].get("cpu", {}).get("usageCoreNanoSeconds", 0) > 0 else 1)'
   }
-  if wait_for 40 summary_has_stats; then
+  if wait_for 40 "the summary API's stats of e2e-spec" quiet summary_has_stats; then
     pass "kubelet summary API: cpu and memory of e2e-spec's container"
   else
     fail "kubelet summary API has no cpu/memory for e2e-spec: $(kubectl get --raw "/api/v1/nodes/$NODE/proxy/stats/summary" 2>&1 | head -c 600)"
@@ -546,7 +553,7 @@ fi
 # inside, the kernel is gVisor's, not the host's
 t0=$(now)
 pod_yaml e2e-gvisor e2e-gvisor | kubectl create -f - >/dev/null
-if wait_for 90 pod_running e2e-gvisor; then
+if wait_for 90 "pod e2e-gvisor to run" quiet pod_running e2e-gvisor; then
   echo "  pod e2e-gvisor (runtimeClassName e2e-gvisor): Running after $(since "$t0") s"
   pass "pod with RuntimeClass handler 'gvisor' Running"
   gvout=$(timeout 60 "$KUBECTL" --kubeconfig "$RUN/kubeconfig" exec e2e-gvisor -- sh -c 'uname -r; dmesg | head -1' 2>&1) || true
@@ -556,7 +563,7 @@ if wait_for 90 pod_running e2e-gvisor; then
     fail "kubectl exec e2e-gvisor: $gvout (want gVisor's kernel and dmesg)"
   fi
   gvlogs_ok() { kubectl logs e2e-gvisor | grep -q 'hello from e2e-gvisor'; }
-  if wait_for 15 gvlogs_ok; then
+  if wait_for 15 "kubectl logs of e2e-gvisor" quiet gvlogs_ok; then
     pass "kubectl logs on gVisor: $(kubectl logs e2e-gvisor | head -1)"
   else
     fail "kubectl logs e2e-gvisor lacks 'hello from e2e-gvisor': $(kubectl logs e2e-gvisor 2>&1 | head -3)"
@@ -573,17 +580,27 @@ sandbox_event() {
   kubectl get events --field-selector involvedObject.name=e2e-nosuch,reason=FailedCreatePodSandBox \
     -o 'jsonpath={.items[0].message}'
 }
-if wait_for 60 bash -c "[[ -n \$('$KUBECTL' --kubeconfig '$RUN/kubeconfig' get events --field-selector involvedObject.name=e2e-nosuch,reason=FailedCreatePodSandBox -o name) ]]"; then
+if wait_for 60 "the FailedCreatePodSandBox event of e2e-nosuch" quiet bash -c "[[ -n \$('$KUBECTL' --kubeconfig '$RUN/kubeconfig' get events --field-selector involvedObject.name=e2e-nosuch,reason=FailedCreatePodSandBox -o name) ]]"; then
   msg=$(sandbox_event)
   echo "  pod e2e-nosuch: FailedCreatePodSandBox after $(since "$t0") s:"
   echo "    $msg"
-  [[ $msg == *"Docker has no runtime"* ]] && pass "the event carries our message" ||
+  if [[ $msg == *"Docker has no runtime"* ]]; then
+    pass "the event carries our message"
+  else
     fail "the FailedCreatePodSandBox event lacks 'Docker has no runtime'"
+  fi
   left=$(dockerp ps -aq --filter label=io.kubernetes.pod.name=e2e-nosuch)
-  [[ -z $left ]] && pass "nothing left behind in Docker for e2e-nosuch" ||
+  if [[ -z $left ]]; then
+    pass "nothing left behind in Docker for e2e-nosuch"
+  else
     fail "containers left behind for e2e-nosuch: $left"
+  fi
   phase=$(kubectl get pod e2e-nosuch -o 'jsonpath={.status.phase}')
-  [[ $phase == Pending ]] && pass "pod e2e-nosuch stays Pending" || fail "pod e2e-nosuch is $phase, want Pending"
+  if [[ $phase == Pending ]]; then
+    pass "pod e2e-nosuch stays Pending"
+  else
+    fail "pod e2e-nosuch is $phase, want Pending"
+  fi
 else
   fail "no FailedCreatePodSandBox event for e2e-nosuch within 60 s"
   kubectl describe pod e2e-nosuch | tail -20 >&2 || true
@@ -597,7 +614,11 @@ else
   fail "pods not deleted within 60 s"
 fi
 left=$(crictl pods --state ready -q)
-[[ -z $left ]] && pass "no Ready sandbox left in cri-dockerd" || fail "Ready sandboxes left after the delete: $left"
+if [[ -z $left ]]; then
+  pass "no Ready sandbox left in cri-dockerd"
+else
+  fail "Ready sandboxes left after the delete: $left"
+fi
 
 # --- 3. the kubelet's CRI gates ---------------------------------------------------------------------
 # EventedPLEG: pod statuses come from our GetContainerEvents and PodSandboxStatus (the generic
@@ -611,7 +632,7 @@ hz=$(kubelet_config "$K3")
 echo "featureGates: {EventedPLEG: true, PodAndContainerStatsFromCRI: true, ContainerStopSignals: true}" >>"$K3/config.yaml"
 t0=$(now)
 start_kubelet "$K3" "$hz" --kubeconfig "$RUN/kubeconfig"
-wait_for 90 kubectl wait --for=condition=Ready "node/$NODE" --timeout=2s || die "node $NODE not Ready within 90 s under the gates"
+wait_for 90 "node $NODE to be Ready under the gates" quiet kubectl wait --for=condition=Ready "node/$NODE" --timeout=2s || die "node $NODE not Ready within 90 s under the gates"
 log "kubelet with the gates: node Ready after $(since "$t0") s (log: $OUT/kubelet-gates.log)"
 t0=$(now)
 kubectl create -f - >/dev/null <<EOF
@@ -638,14 +659,14 @@ spec:
 EOF
 cs() { kubectl get pod e2e-gates -o "jsonpath={.status.containerStatuses[?(@.name==\"$1\")]$2}" 2>/dev/null; }
 main_running() { [[ -n $(cs main .state.running.startedAt) ]]; }
-if wait_for 90 main_running; then
+if wait_for 90 "e2e-gates/main to run" quiet main_running; then
   pass "pod e2e-gates Running after $(since "$t0") s under EventedPLEG"
 else
   fail "pod e2e-gates not Running within 90 s under EventedPLEG"
   kubectl describe pod e2e-gates | tail -20 >&2 || true
 fi
 restarted() { (($(cs crasher .restartCount || echo 0) >= 2)); }
-if wait_for 60 restarted; then
+if wait_for 60 "e2e-gates/crasher's second restart" quiet restarted; then
   pass "crasher restarted twice $(since "$t0") s after the pod's creation (last exit code $(cs crasher .lastState.terminated.exitCode))"
 else
   fail "crasher not restarted twice within 60 s: $(cs crasher)"
@@ -654,11 +675,17 @@ sig=$(cs main .stopSignal)
 mainid=$(cs main .containerID)
 mainid=${mainid#docker://}
 dsig=$(dockerp inspect -f '{{.Config.StopSignal}}' "$mainid" 2>&1)
-[[ $sig == SIGUSR1 && $dsig == SIGUSR1 ]] && pass "stopSignal SIGUSR1 in the pod status and in Docker's StopSignal" ||
+if [[ $sig == SIGUSR1 && $dsig == SIGUSR1 ]]; then
+  pass "stopSignal SIGUSR1 in the pod status and in Docker's StopSignal"
+else
   fail "stopSignal: pod status '$sig', Docker '$dsig', want SIGUSR1"
+fi
 user=$(cs main .user.linux)
-python3 -c 'import json,sys; u=json.loads(sys.argv[1]); sys.exit(0 if u["uid"]==1000 and u["gid"]==3000 and 5000 in u.get("supplementalGroups",[]) else 1)' "$user" 2>/dev/null &&
-  pass "status user: $user" || fail "status user '$user', want uid 1000, gid 3000, group 5000"
+if python3 -c 'import json,sys; u=json.loads(sys.argv[1]); sys.exit(0 if u["uid"]==1000 and u["gid"]==3000 and 5000 in u.get("supplementalGroups",[]) else 1)' "$user" 2>/dev/null; then
+  pass "status user: $user"
+else
+  fail "status user '$user', want uid 1000, gid 3000, group 5000"
+fi
 # Prometheus text: NAME{LABELS} VALUE [TIMESTAMP]
 cadvisor_has() {
   kubectl get --raw "/api/v1/nodes/$NODE/proxy/metrics/cadvisor" 2>/dev/null | python3 -c '
@@ -670,7 +697,7 @@ for line in sys.stdin:
         want[m.group(1)] = max(want[m.group(1)], float(m.group(3)))
 sys.exit(0 if all(v > 0 for v in want.values()) else 1)'
 }
-if wait_for 60 cadvisor_has; then
+if wait_for 60 "/metrics/cadvisor of e2e-gates/main" quiet cadvisor_has; then
   pass "/metrics/cadvisor (from our ListPodSandboxMetrics): cpu and working set of e2e-gates/main"
 else
   fail "/metrics/cadvisor lacks non-zero cpu/memory for e2e-gates/main: $(kubectl get --raw "/api/v1/nodes/$NODE/proxy/metrics/cadvisor" 2>&1 | tee "$OUT/cadvisor.txt" | grep -c e2e-gates) lines name the pod (all in $OUT/cadvisor.txt)"
@@ -682,8 +709,11 @@ pods = [p for p in json.load(sys.stdin).get("pods", []) if p["podRef"]["name"] =
 c = [c for p in pods for c in p.get("containers", []) if c["name"] == "main"]
 sys.exit(0 if c and c[0].get("memory", {}).get("workingSetBytes", 0) > 0 and c[0].get("cpu", {}).get("usageCoreNanoSeconds", 0) > 0 else 1)'
 }
-wait_for 40 summary_gates && pass "summary API under PodAndContainerStatsFromCRI: cpu and memory of e2e-gates/main" ||
+if wait_for 40 "the summary API's stats of e2e-gates/main" quiet summary_gates; then
+  pass "summary API under PodAndContainerStatsFromCRI: cpu and memory of e2e-gates/main"
+else
   fail "summary API has no cpu/memory for e2e-gates/main under PodAndContainerStatsFromCRI"
+fi
 t0=$(now)
 if kubectl delete pod e2e-gates --wait --timeout=60s >/dev/null 2>&1; then
   pass "pod e2e-gates deleted in $(since "$t0") s"
@@ -693,15 +723,25 @@ fi
 # SIGUSR1's trap exits 0; the kill at the end of the 30 s grace would be 137. Read before the
 # kubelet's container GC (every minute) removes the container.
 code=$(dockerp inspect -f '{{.State.ExitCode}}' "$mainid" 2>&1)
-[[ $code == 0 ]] && pass "main stopped by its SIGUSR1 (exit code 0)" || fail "main's exit code after the delete: $code, want 0 (SIGUSR1's trap)"
+if [[ $code == 0 ]]; then
+  pass "main stopped by its SIGUSR1 (exit code 0)"
+else
+  fail "main's exit code after the delete: $code, want 0 (SIGUSR1's trap)"
+fi
 gone() { [[ -z $(dockerp ps -aq --filter label=io.kubernetes.pod.name=e2e-gates) ]]; }
-wait_for 150 gone && pass "nothing left in Docker for e2e-gates $(since "$t0") s after the delete (the kubelet's GC)" ||
+if wait_for 150 "e2e-gates' containers to go" quiet gone; then
+  pass "nothing left in Docker for e2e-gates $(since "$t0") s after the delete (the kubelet's GC)"
+else
   fail "containers left for e2e-gates: $(dockerp ps -a --filter label=io.kubernetes.pod.name=e2e-gates --format '{{.Names}} {{.Status}}')"
+fi
 # The relist stays quiet: no fallback from the event stream, no event without its pod.
 # ("pleg has yet to be successful" is the kubelet's first second, before its first relist.)
 noisy=$(grep -cE 'Evented PLEG: (failed|disabling|received ContainerEventResponse with nil)|pleg was last seen active' "$OUT/kubelet-gates.log" || true)
-((noisy == 0)) && pass "kubelet log: no Evented PLEG failure or fallback, PLEG healthy" ||
+if ((noisy == 0)); then
+  pass "kubelet log: no Evented PLEG failure or fallback, PLEG healthy"
+else
   fail "kubelet log: $noisy Evented PLEG failure lines: $(grep -E 'Evented PLEG|pleg was last seen' "$OUT/kubelet-gates.log" | head -3)"
+fi
 
 echo "== e2e: $failures failed check(s); logs in $OUT"
 ((failures == 0))

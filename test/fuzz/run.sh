@@ -10,14 +10,16 @@ set -uo pipefail
 [[ $# -eq 4 ]] || { echo "usage: $0 GO PKG TARGET FUZZTIME" >&2; exit 2; }
 go=$1 pkg=$2 target=$3 fuzztime=$4
 corpus=$pkg/testdata/fuzz/$target
-before=$(ls "$corpus" 2>/dev/null | sort)
+# inputs: the names of the corpus's inputs (none when the directory does not exist).
+inputs() { find "$corpus" -mindepth 1 -maxdepth 1 ! -name '.*' -printf '%f\n' 2>/dev/null | sort; }
+before=$(inputs)
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 echo "fuzz $target ./$pkg/ $fuzztime"
 "$go" test -run XXX -fuzz "^$target\$" -fuzztime "$fuzztime" -fuzzminimizetime 5s "./$pkg/" 2>&1 | tee "$out"
 rc=${PIPESTATUS[0]}
 [[ $rc -eq 0 ]] && exit 0
-after=$(ls "$corpus" 2>/dev/null | sort)
+after=$(inputs)
 failures=$(grep -c -- '^--- FAIL' "$out" || true)
 if [[ $before == "$after" && $failures -eq 1 ]] && grep -q -- "--- FAIL: $target " "$out" &&
 	[[ $(grep -A1 -- "--- FAIL: $target " "$out" | tail -1 | tr -d '[:space:]') == contextdeadlineexceeded ]] &&

@@ -3,7 +3,7 @@
 # (test/e2e/build-k8s.sh, test/e2e-node/build.sh, test/cluster/build.sh,
 # test/cluster/conformance-build.sh, test/critest/build-tools.sh).
 #
-# cached_build_start LOCK SECONDS CMD...: the start they share. The caller defines log, BIN and
+# cached_build_start LOCK SECONDS CMD...: the start they share. The caller sources common.sh (log) and defines BIN and
 # have_all (true when every binary is in $BIN). When they are all there, it prints $BIN and
 # exits the script. Else it checks that each CMD is in PATH and takes LOCK on fd 8: one build at
 # a time on a machine, a second caller waits up to SECONDS. Should the build that held the lock

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
 # Checks packaging/monitoring (`make monitoring-test`): the Grafana dashboard and the Prometheus
 # alert rules for cri-dockerd's own /metrics.
 #
@@ -36,9 +37,12 @@ TEST_IMAGE=cri-dockerd-test/busybox:latest
 # The namespace of the test's pod: the cleanup removes what carries it, and nothing else.
 NAMESPACE=crid-monitoring-test
 
-START=$SECONDS
-log() { echo "monitoring-test [$((SECONDS - START))s]: $*" >&2; }
-fail() { echo "monitoring-test: FAIL: $*" >&2; exit 1; }
+# shellcheck source=../lib/common.sh
+. "$ROOT/test/lib/common.sh"
+LOG_PREFIX=monitoring-test
+# log lines carry the seconds since the start.
+LOG_STAMP=elapsed
+fail() { log "FAIL: $*"; exit 1; }
 
 [[ -x $BINARY ]] || fail "$BINARY is not an executable: run make build"
 BINARY=$(cd "$(dirname "$BINARY")" && pwd)/$(basename "$BINARY")
@@ -90,16 +94,8 @@ remove_pods() {
 # On every exit: the test's pod removed, cri-dockerd stopped, the temporary directory gone.
 cleanup() {
   local rc=$?
-  if [[ -n $daemon_pid ]] && kill -0 "$daemon_pid" 2>/dev/null; then
-    remove_pods
-    kill -TERM "$daemon_pid" 2>/dev/null || true
-    for _ in $(seq 1 100); do kill -0 "$daemon_pid" 2>/dev/null || break; sleep 0.1; done
-    if kill -0 "$daemon_pid" 2>/dev/null; then
-      log "cri-dockerd did not stop within 10 s of SIGTERM; killing it"
-      kill -KILL "$daemon_pid" 2>/dev/null || true
-    fi
-    wait "$daemon_pid" 2>/dev/null || true
-  fi
+  if [[ -n $daemon_pid ]] && kill -0 "$daemon_pid" 2>/dev/null; then remove_pods; fi
+  stop_pid "$daemon_pid" cri-dockerd 10
   if [[ -n $daemon_pid ]]; then
     # Whatever the test's pod left, should cri-dockerd have died first: only our namespace's.
     local left
@@ -142,12 +138,14 @@ log "starting $BINARY on unix://$SOCK with --metrics-bind-addr 127.0.0.1:0"
   --network-plugin= --metrics-bind-addr 127.0.0.1:0 --log-level info >"$WORK/cri-dockerd.log" 2>&1 &
 daemon_pid=$!
 metrics_addr=
-for _ in $(seq 1 300); do
-  kill -0 "$daemon_pid" 2>/dev/null || break
+# ready_or_gone: it logged its metrics address (kept in metrics_addr) and answers on SOCK, or it
+# exited (no use waiting longer).
+ready_or_gone() {
+  kill -0 "$daemon_pid" 2>/dev/null || return 0
   metrics_addr=$(sed -n 's/.*msg="metrics and pprof listening".*address="\{0,1\}\([0-9.]*:[0-9]*\).*/\1/p' "$WORK/cri-dockerd.log" | head -1)
-  [[ -n $metrics_addr && -S $SOCK ]] && crictl info >/dev/null 2>&1 && break
-  sleep 0.1
-done
+  [[ -n $metrics_addr && -S $SOCK ]] && crictl info >/dev/null 2>&1
+}
+wait_for 30 "cri-dockerd to serve on unix://$SOCK" ready_or_gone || true
 kill -0 "$daemon_pid" 2>/dev/null || fail "cri-dockerd exited"
 [[ -n $metrics_addr ]] || fail "cri-dockerd logged no metrics address"
 crictl info >/dev/null 2>&1 || fail "cri-dockerd is not ready on unix://$SOCK within 30 s"
@@ -177,8 +175,8 @@ ctr=$(crictl create "$pod" "$WORK/ctr.json" "$WORK/pod.json" 2>"$WORK/crictl-cre
 crictl start "$ctr" >/dev/null || fail "crictl start"
 [[ $(crictl exec "$ctr" echo exec-ok 2>&1) == exec-ok ]] || fail "crictl exec did not answer exec-ok"
 crictl stats "$ctr" >/dev/null || fail "crictl stats"
-for _ in $(seq 1 50); do crictl logs "$ctr" 2>/dev/null | grep -q started && break; sleep 0.1; done
-crictl logs "$ctr" 2>/dev/null | grep -q started || fail "the container's log has no 'started'"
+logged_started() { crictl logs "$ctr" 2>/dev/null | grep -q started; }
+wait_for 5 "'started' in the container's log" logged_started || fail "the container's log has no 'started'"
 
 # --- 3. the scrape ------------------------------------------------------------------------------
 curl -sf "http://$metrics_addr/metrics" >"$WORK/metrics.txt" || fail "scrape http://$metrics_addr/metrics"

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
 # Checks the release artifacts `make release` wrote into dist/ (`make release-test` builds them
 # first): SHA256SUMS and the tgz layout, the ELF architecture of every binary, the packaged unit
 # files (systemd-analyze verify, which must also reject broken units), the rpm metadata, and the
@@ -15,10 +16,13 @@ SUITE=bookworm
 # Bump when the recipe of the cached root changes.
 ROOT_TARBALL=$CACHE/debian-$SUITE-minbase-docker.io-r1.tar.gz
 
-START=$SECONDS
-log() { echo "release-test [$((SECONDS - START))s]: $*" >&2; }
-fail() { echo "release-test: FAIL: $*" >&2; exit 1; }
-trap 'echo "release-test: FAIL: command failed at line $LINENO" >&2' ERR
+# shellcheck source=../lib/common.sh
+. "$REPO/test/lib/common.sh"
+LOG_PREFIX=release-test
+# log lines carry the seconds since the start.
+LOG_STAMP=elapsed
+fail() { log "FAIL: $*"; exit 1; }
+trap 'log "FAIL: command failed at line $LINENO"' ERR
 
 [[ $(id -u) == 0 ]] || fail "needs root (debootstrap, chroot)"
 [[ -s $DIST/SHA256SUMS ]] || fail "no $DIST/SHA256SUMS: run make release first"
@@ -59,8 +63,8 @@ expected=$(for a in amd64 arm64; do
   printf '%s\n' "cri-dockerd-$VERSION.$a.tgz" "cri-dockerd_${VERSION}_$a.deb" "cri-dockerd-$VERSION-1.$r.rpm"
 done | sort)
 [[ $(awk '{print $2}' "$DIST/SHA256SUMS") == "$expected" ]] ||
-  fail "SHA256SUMS lists $(awk '{print $2}' "$DIST/SHA256SUMS" | tr '\n' ' '), want $(echo $expected)"
-[[ $(cd "$DIST" && ls | grep -v '^SHA256SUMS$' | sort) == "$expected" ]] || fail "dist/ holds files SHA256SUMS does not list"
+  fail "SHA256SUMS lists $(awk '{print $2}' "$DIST/SHA256SUMS" | tr '\n' ' '), want ${expected//$'\n'/ }"
+[[ $(find "$DIST" -mindepth 1 -maxdepth 1 ! -name '.*' ! -name SHA256SUMS -printf '%f\n' | sort) == "$expected" ]] || fail "dist/ holds files SHA256SUMS does not list"
 log "SHA256SUMS: $(wc -l < "$DIST/SHA256SUMS") artifacts, all match"
 
 # elf_machine FILE: x86-64 or aarch64, from the ELF header (e_machine at offset 18, little
@@ -106,8 +110,10 @@ VROOT=$WORK/x-amd64/deb
 cp -a /lib/systemd/system/*.target /lib/systemd/system/*.slice "$VROOT/lib/systemd/system/"
 verify() { # verify ROOT: no output and exit 0
   local out
-  out=$(systemd-analyze verify --root="$1" cri-docker.service cri-docker.socket 2>&1) && [[ -z $out ]] ||
-    { echo "$out" >&2; return 1; }
+  if ! out=$(systemd-analyze verify --root="$1" cri-docker.service cri-docker.socket 2>&1) || [[ -n $out ]]; then
+    echo "$out" >&2
+    return 1
+  fi
 }
 verify "$VROOT" || fail "systemd-analyze verify of the packaged units"
 grep -qx 'ExecStart=/usr/bin/cri-dockerd --container-runtime-endpoint fd://' "$VROOT/lib/systemd/system/cri-docker.service" ||
@@ -204,9 +210,11 @@ in_root() { chroot "$R" env DEBIAN_FRONTEND=noninteractive PATH=/usr/sbin:/usr/b
 # maintainer scripts run without a running systemd, as in any chroot or image build.
 in_root apt-get install -y -q --no-install-recommends "/tmp/$DEB" >"$WORK/apt.log" 2>&1 ||
   { tail -30 "$WORK/apt.log" >&2; fail "apt-get install ./$DEB in the Debian root"; }
+# shellcheck disable=SC2016 # ${...} is a dpkg-query field, not shell
 log "installed $DEB with apt, and docker.io $(in_root dpkg-query -W -f='${Version}' docker.io) for its dependency" \
   "($(grep -c '^Get:.*http' "$WORK/apt.log" || true) packages downloaded; the cached root has them)"
 
+# shellcheck disable=SC2016 # ${...} is a dpkg-query field, not shell
 status() { in_root dpkg-query -W -f='${Status}' cri-dockerd 2>/dev/null || true; }
 WANTS=$R/etc/systemd/system/sockets.target.wants/cri-docker.socket
 check_installed() {
@@ -216,6 +224,7 @@ check_installed() {
   v=$(in_root /usr/bin/cri-dockerd --version) || fail "cri-dockerd --version failed in the root"
   # One of the words it prints is exactly the version (upstream's form: "cri-dockerd 0.4.3 (hash)").
   tr -s ' \t' '\n' <<<"$v" | grep -qxF -- "$VERSION" || fail "cri-dockerd --version prints '$v', want version $VERSION"
+  # shellcheck disable=SC2016 # ${...} is a dpkg-query field, not shell
   [[ $(in_root dpkg-query -W -f='${Version}' cri-dockerd) == "$VERSION" ]] ||
     fail "package version $(in_root dpkg-query -W -f='${Version}' cri-dockerd), binary $VERSION"
   for f in /lib/systemd/system/cri-docker.service /lib/systemd/system/cri-docker.socket \
@@ -224,6 +233,7 @@ check_installed() {
     [[ -s $R$f ]] || fail "$f missing after $1"
   done
   grep -q 'Apache License' "$R/usr/share/doc/cri-dockerd/LICENSE" || fail "LICENSE is not the Apache license"
+  # shellcheck disable=SC2016 # ${...} is a dpkg-query field, not shell
   [[ -z $(in_root dpkg-query -W -f='${Conffiles}' cri-dockerd) ]] || fail "the deb marks conffiles"
 }
 enabled() { [[ -L $WANTS && $(readlink "$WANTS") == /lib/systemd/system/cri-docker.socket ]]; }

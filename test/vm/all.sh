@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The VM test bed's checks in `make test` (test/vm/background.sh runs this beside the host's
-# tests): the .deb under systemd (systemd.sh), the node's cgroup v2 kernel under both of
-# Docker's cgroup drivers with a kubelet and AppArmor (node.sh), and critest's groups
-# (critest.sh --focus). One after the other: each boots its own guest. Each one's inputs are
-# copied at its start, so the host's later steps may rebuild dist/ and bin/ meanwhile.
+# The VM test bed's checks (`make vm-checks`, one of the tiers): the .deb under systemd
+# (systemd.sh), the node's cgroup v2 kernel under both of Docker's cgroup drivers with a kubelet
+# and AppArmor (node.sh), and critest's groups (critest.sh --focus). One after the other: each
+# boots its own guest. Each one's inputs are copied at its start, so the host's later steps may
+# rebuild dist/ and bin/ meanwhile.
 # Exits non-zero when any failed; every one runs.
 # --full (make vm-full): the kubelet under both drivers and the whole critest suite (about 75
 # minutes more under software emulation).

@@ -9,7 +9,7 @@
 # Needs bin/cri-dockerd (make build), the critest stand-in images in the registry's cache
 # (test/critest/registry.sh, run by make critest) and Debian's docker-registry on the host;
 # they are copied into the guest, which serves them itself (it has no network).
-# The failures are compared with test/vm/critest-expected-failures.txt (test/critest/report.py).
+# The failures are compared with test/vm/critest-expected-failures.txt (test/lib/expected-failures.py).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -30,11 +30,14 @@ trap 'rm -rf "$in"' EXIT
 	flock -w 3600 9 || { echo "vm critest: critest.lock is held" >&2; exit 1; }
 	"$root/test/critest/registry.sh" >/dev/null
 	"$root/test/critest/registry.sh" stop >/dev/null
-	[ -s "$reg/certs/server.crt" ] && [ -d "$reg/data" ] || { echo "vm critest: no registry data in $reg" >&2; exit 1; }
+	if [ ! -s "$reg/certs/server.crt" ] || [ ! -d "$reg/data" ]; then
+		echo "vm critest: no registry data in $reg" >&2
+		exit 1
+	fi
 	tar -C "$reg" -cf "$in/registry-data.tar" data
 ) 9>/var/cache/cri-dockerd-ci/critest.lock
 tools=$("$root/test/critest/build-tools.sh" | tail -n1)
-img=$("$here/image.sh")
+"$here/image.sh" >/dev/null # built (once) now, before the inputs; run.sh finds it
 
 cp "$bin" "$tools/crictl" "$tools/critest" /usr/bin/docker-registry "$in/"
 docker save -o "$in/pause.tar" registry.k8s.io/pause:3.10
@@ -55,4 +58,4 @@ if [ ! -s "$junit" ]; then
 fi
 partial=()
 [ -n "$focus" ] && partial=(--partial)
-python3 "$root/test/critest/report.py" "${partial[@]}" "$junit" "$here/critest-expected-failures.txt"
+python3 "$root/test/lib/expected-failures.py" --name "vm critest" "${partial[@]}" "$here/critest-expected-failures.txt" "$junit"

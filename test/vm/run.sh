@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
 # Boots the VM test bed (a cgroup v2 Debian 12 node, systemd as PID 1, Docker's systemd cgroup
 # driver) on a fresh copy-on-write overlay of image.sh's cached image, runs SCRIPT inside it as
 # root, prints its output and exits with its exit code. The guest powers itself off when the
@@ -20,6 +21,9 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=../lib/common.sh
+. "$here/../lib/common.sh"
+LOG_PREFIX=run.sh
 timeout=900
 outdir=
 mem=2048
@@ -46,7 +50,7 @@ while [ $# -gt 0 ]; do
 	--keep) keep=1 && shift ;;
 	--help | -h) usage ;;
 	--) shift && break ;;
-	-*) echo "run.sh: unknown option $1" >&2 && usage ;;
+	-*) log "unknown option $1" && usage ;;
 	*) break ;;
 	esac
 done
@@ -54,13 +58,13 @@ done
 script=$1
 shift
 [ -f "$script" ] || {
-	echo "run.sh: no script $script" >&2
+	log "no script $script"
 	exit 2
 }
-case "$timeout" in '' | *[!0-9]*) echo "run.sh: --timeout takes seconds" >&2 && exit 2 ;; esac
+case "$timeout" in '' | *[!0-9]*) log "--timeout takes seconds" && exit 2 ;; esac
 for tool in qemu-system-x86_64 qemu-img setpriv; do
 	command -v "$tool" >/dev/null || {
-		echo "run.sh: $tool not found (apt-get install qemu-system-x86 qemu-utils)" >&2
+		log "$tool not found (apt-get install qemu-system-x86 qemu-utils)"
 		exit 1
 	}
 done
@@ -74,7 +78,7 @@ fi
 case "$accel" in
 kvm) accel_args=(-accel kvm -cpu host) ;;
 tcg) accel_args=(-accel "tcg,thread=multi") ;;
-*) echo "run.sh: --accel auto|kvm|tcg" >&2 && exit 2 ;;
+*) log "--accel auto|kvm|tcg" && exit 2 ;;
 esac
 
 img=$("$here/image.sh")
@@ -92,20 +96,7 @@ qpid=
 # Stops qemu if it still runs: SIGTERM (qemu exits at once, like pulling the plug: the overlay is
 # thrown away anyway), then SIGKILL if it is still there 10 s later; then reaps it.
 stop_qemu() {
-	[ -n "$qpid" ] || return 0
-	if kill -0 "$qpid" 2>/dev/null; then
-		kill -TERM "$qpid" 2>/dev/null || true
-		local _
-		for _ in 1 2 3 4 5 6 7 8 9 10; do
-			kill -0 "$qpid" 2>/dev/null || break
-			sleep 1
-		done
-		if kill -0 "$qpid" 2>/dev/null; then
-			echo "run.sh: qemu ignored SIGTERM; SIGKILL" >&2
-			kill -KILL "$qpid" 2>/dev/null || true
-		fi
-	fi
-	wait "$qpid" 2>/dev/null || true
+	stop_pid "$qpid" qemu 10
 	qpid=
 }
 # shellcheck disable=SC2317 # run by the EXIT trap
@@ -114,7 +105,7 @@ on_exit() {
 	stop_qemu
 	if [ "$keep" = 1 ]; then
 		: >"$work/keep"
-		echo "run.sh: kept $work" >&2
+		log "kept $work"
 	else
 		rm -rf "$work"
 	fi
@@ -140,7 +131,7 @@ if [ "$console" = 1 ]; then
 else
 	con=(-chardev "file,id=con,path=$work/console.log")
 fi
-echo "run.sh: booting $(basename "$img") ($accel, ${smp} CPUs, ${mem} MB, timeout ${timeout}s)" >&2
+log "booting $(basename "$img") ($accel, ${smp} CPUs, ${mem} MB, timeout ${timeout}s)"
 # quiet: the console shows the kernel's errors, systemd's failures and the script's output.
 quiet=quiet
 case " $append " in *" loud "*) quiet= ;; esac
@@ -164,7 +155,7 @@ deadline=$((SECONDS + timeout))
 timed_out=0
 while kill -0 "$qpid" 2>/dev/null; do
 	if [ "$SECONDS" -ge "$deadline" ]; then
-		echo "run.sh: timeout after ${timeout}s: stopping the VM" >&2
+		log "timeout after ${timeout}s: stopping the VM"
 		timed_out=1
 		stop_qemu
 		break
@@ -186,9 +177,9 @@ elif [ -s "$share/out/rc" ]; then
 fi
 [ ! -f "$share/out/output.log" ] || cat "$share/out/output.log"
 if [ "$timed_out" = 1 ] && [ -s "$share/out/rc" ]; then
-	echo "run.sh: the script ended (exit $(cat "$share/out/rc")) but the guest did not power off" >&2
+	log "the script ended (exit $(cat "$share/out/rc")) but the guest did not power off"
 elif [ "$rc" = 124 ] || [ "$rc" = 125 ]; then
-	echo "run.sh: the guest did not finish the script (qemu exit $qrc); console's end:" >&2
+	log "the guest did not finish the script (qemu exit $qrc); console's end:"
 	tail -n 40 "$work/console.log" >&2 || true
 fi
 {
@@ -205,7 +196,7 @@ if [ -n "$outdir" ]; then
 fi
 # Nothing of this run may stay behind on the host.
 if pgrep -f -- "-name $name " >/dev/null; then
-	echo "run.sh: qemu $name still running after the run" >&2
+	log "qemu $name still running after the run"
 	rc=1
 fi
 exit "$rc"

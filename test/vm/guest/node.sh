@@ -642,8 +642,7 @@ for DRIVER in $DRIVERS; do
 	# The pass's pod for the next checks, if cgroup-parent left none (it failed, or was not run).
 	(
 		set -e
-		CK=pod
-		pod_id >/dev/null
+		CK=pod pod_id >/dev/null
 	) || say "no pod for the next checks; they will each try to run one"
 	run_parallel unified:check_unified oom:check_oom stats:check_stats apparmor:check_apparmor
 	# The kubelet removes the pods it does not know: none may be left.
@@ -660,6 +659,7 @@ enable_checkpoints() {
 	systemctl stop cri-docker.service cri-docker.socket
 	printf '{"exec-opts":["native.cgroupdriver=%s"],"experimental":true}\n' "$DRIVER" >/etc/docker/daemon.json
 	systemctl restart docker.service || fail "systemctl restart docker"
+	# shellcheck disable=SC2016 # expanded by the bash -c
 	wait_for 180 bash -c '[ "$(docker info -f "{{.ExperimentalBuild}}" 2>/dev/null)" = true ]' || fail "docker not experimental within 180 s"
 	systemctl start cri-docker.socket cri-docker.service || fail "systemctl start cri-docker"
 	wait_for 120 runtime_ready || fail "cri-dockerd not ready within 120 s"
@@ -669,6 +669,7 @@ enable_checkpoints() {
 check_checkpoint() {
 	local c tarball list n
 	command -v criu >/dev/null || { say "no criu in the image"; exit 3; }
+	# shellcheck disable=SC2016 # expanded by the container's shell
 	mkctr counter '["sh", "-c", "i=0; while true; do i=$((i+1)); echo $i >/tmp/count; sleep 0.2; done"]'
 	c=$(run_ctr counter)
 	sleep 2

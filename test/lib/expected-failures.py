@@ -1,19 +1,24 @@
 #!/usr/bin/env python3
-"""Summarise a critest (ginkgo v2) JUnit report against expected-failures.txt.
+"""The expected-failures matcher: ginkgo v2 JUnit reports judged against a list of known failures.
 
-Usage: report.py [--partial] [--benchmark-dir DIR] JUNIT_XML EXPECTED_FAILURES_TXT
+One script for every suite with such a list: critest (test/critest/run.sh, test/vm/critest.sh),
+the node e2e suite (test/e2e-node/run.sh) and Conformance (test/cluster/conformance.sh).
+
+Usage: expected-failures.py [--name NAME] [--partial] [--benchmark-dir DIR] EXPECTED JUNIT_XML...
+  --name NAME          the suite's name that starts each line (default: critest)
   --partial            a focused or benchmark run: do not list expected-failure lines whose
                        spec did not run
   --benchmark-dir DIR  also print per-operation latencies from critest's benchmark data
 
-expected-failures.txt: one line per spec, "<substring of the spec's full name> # reason";
-blank lines and lines starting with # are ignored. A failed spec is expected when one of the
-substrings occurs in its name at word boundaries ("should support RunAsUser" does not match
-"should support RunAsUserName").
+EXPECTED: one line per spec, "<substring of the spec's full name> # reason"; blank lines and
+lines starting with # are ignored. A failed spec is expected when one of the substrings occurs
+in its name at word boundaries ("should support RunAsUser" does not match "should support
+RunAsUserName").
 
-Prints "critest: N passed, N failed, N skipped", then the unexpected failures (with their
-failure message) and the expected failures that no longer fail (a hint to shrink the list).
-Exit status: 0 when every failure is expected, 1 otherwise, 2 on a bad report.
+Prints "NAME: N passed, N failed, N skipped" (per report when there are several, then in all),
+the expected failures with their reasons, the unexpected failures with their messages, and the
+expected failures that no longer fail (a hint to shrink the list).
+Exit status: 0 when every failure is expected, 1 otherwise, 2 on a missing or empty report.
 """
 
 import argparse
@@ -28,6 +33,9 @@ import xml.etree.ElementTree as ET
 FAILED = {"failed", "panicked", "interrupted", "aborted", "timedout"}
 SKIPPED = {"skipped", "pending"}
 MAX_MESSAGE_LINES = 12
+# Suite nodes ([BeforeSuite], [SynchronizedAfterSuite], [ReportAfterSuite], ...) count only
+# when they fail.
+SUITE_NODE = re.compile(r"^\[(Synchronized)?(Before|After|Report)")
 
 
 def load_expected(path):
@@ -87,15 +95,35 @@ def compact(text):
             continue
         if re.match(r"^<[^>]*\| 0x[0-9a-f]+>:?\s*$", stripped):
             continue
-        out.append(line)
-    return "\n".join(out)
+        if stripped:
+            out.append(line)
+    return out
 
 
 def indent(text, prefix="      "):
-    lines = compact(text).splitlines()
+    lines = compact(text)
     if len(lines) > MAX_MESSAGE_LINES:
         lines = lines[:MAX_MESSAGE_LINES] + ["... (see the junit report)"]
     return "\n".join(prefix + l for l in lines)
+
+
+def read_report(path):
+    passed, failed, skipped = [], [], []
+    root = ET.parse(path).getroot()
+    for case in root.iter("testcase"):
+        name = case.get("name", "")
+        if name.startswith("[It] "):
+            name = name[len("[It] "):]
+        status = status_of(case)
+        if status in FAILED:
+            failed.append((name, failure_message(case)))
+        elif SUITE_NODE.match(name):
+            continue
+        elif status in SKIPPED:
+            skipped.append(name)
+        else:
+            passed.append(name)
+    return passed, failed, skipped
 
 
 def print_benchmarks(directory):
@@ -125,49 +153,46 @@ def print_benchmarks(directory):
 
 
 def main():
-    parser = argparse.ArgumentParser(add_help=True)
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--name", default="critest")
     parser.add_argument("--partial", action="store_true")
     parser.add_argument("--benchmark-dir")
-    parser.add_argument("junit")
     parser.add_argument("expected")
+    parser.add_argument("junit", nargs="+")
     opts = parser.parse_args()
-    junit, expected_path = opts.junit, opts.expected
-    try:
-        root = ET.parse(junit).getroot()
-    except (OSError, ET.ParseError) as e:
-        print(f"critest: cannot read the junit report {junit}: {e}", file=sys.stderr)
-        return 2
-    expected = load_expected(expected_path)
+    name = opts.name
+    expected = load_expected(opts.expected)
 
     passed, failed, skipped = [], [], []
-    for case in root.iter("testcase"):
-        name = case.get("name", "")
-        status = status_of(case)
-        # Suite nodes ([BeforeSuite], [AfterSuite], ...) count only when they fail.
-        is_spec = name.startswith("[It]") or not name.startswith("[")
-        if status in FAILED:
-            failed.append((name, failure_message(case)))
-        elif not is_spec:
-            continue
-        elif status in SKIPPED:
-            skipped.append(name)
-        else:
-            passed.append(name)
+    for path in opts.junit:
+        try:
+            p, f, s = read_report(path)
+        except (OSError, ET.ParseError) as e:
+            print(f"{name}: cannot read the junit report {path}: {e}", file=sys.stderr)
+            return 2
+        if len(opts.junit) > 1:
+            print(f"{name}: {os.path.basename(path)}: {len(p)} passed, {len(f)} failed, {len(s)} skipped")
+        passed += p
+        failed += f
+        skipped += s
 
-    def matches(name):
-        return [e for e in expected if e[3].search(name)]
+    def matches(spec):
+        return [e for e in expected if e[3].search(spec)]
 
     unexpected = [(n, m) for n, m in failed if not matches(n)]
     expected_failed = [(n, m) for n, m in failed if matches(n)]
     used = {e[0] for n, _ in expected_failed for e in matches(n)}
 
-    print(f"critest: {len(passed)} passed, {len(failed)} failed, {len(skipped)} skipped")
-    print(f"critest: {len(expected_failed)} expected failures, {len(unexpected)} unexpected")
-
+    print(f"{name}: {len(passed)} passed, {len(failed)} failed, {len(skipped)} skipped")
+    print(f"{name}: {len(expected_failed)} expected failures, {len(unexpected)} unexpected")
+    if expected_failed:
+        print(f"\nExpected failures ({len(expected_failed)}):")
+        for spec, _ in expected_failed:
+            print(f"  - {spec}  # {matches(spec)[0][2]}")
     if unexpected:
         print(f"\nUNEXPECTED FAILURES ({len(unexpected)}):")
-        for name, msg in unexpected:
-            print(f"  - {name}")
+        for spec, msg in unexpected:
+            print(f"  - {spec}")
             if msg:
                 print(indent(msg))
 
@@ -177,16 +202,16 @@ def main():
             continue
         hits = [n for n in passed if regex.search(n)]
         if hits:
-            now_passing.append((lineno, pattern, reason, hits))
+            now_passing.append((lineno, pattern, hits))
         else:
-            unmatched.append((lineno, pattern, reason, [n for n in skipped if regex.search(n)]))
+            unmatched.append((lineno, pattern, [n for n in skipped if regex.search(n)]))
     if now_passing:
-        print(f"\nExpected failures that now PASS ({len(now_passing)}); remove them from {expected_path}:")
-        for lineno, pattern, reason, hits in now_passing:
+        print(f"\nExpected failures that now PASS ({len(now_passing)}); remove them from {opts.expected}:")
+        for lineno, pattern, hits in now_passing:
             print(f"  - line {lineno}: {pattern}  ({len(hits)} passing spec(s))")
     if unmatched and not opts.partial:
         print(f"\nExpected-failure lines that match no failed spec ({len(unmatched)}; skipped or not run):")
-        for lineno, pattern, reason, hits in unmatched:
+        for lineno, pattern, hits in unmatched:
             note = f"  ({len(hits)} skipped spec(s))" if hits else ""
             print(f"  - line {lineno}: {pattern}{note}")
 
@@ -194,7 +219,7 @@ def main():
         print_benchmarks(opts.benchmark_dir)
 
     if not passed and not failed:
-        print("critest: the report holds no spec results", file=sys.stderr)
+        print(f"{name}: the reports hold no spec results", file=sys.stderr)
         return 2
     return 1 if unexpected else 0
 
