@@ -96,7 +96,9 @@ build runc 1 'seccomp urfave_cli_no_docs' "-X main.version=${RUNC_VERSION#v}" \
 
 "$tmp/dockerd" --version >&2
 "$tmp/containerd" --version >&2
-"$tmp/runc" --version | head -1 >&2
+# Not `| head -1`: runc writes its lines one by one and, under pipefail and set -e, its SIGPIPE
+# once head has gone would fail the script after the whole build (and the trap would discard it).
+"$tmp/runc" --version | sed -n 1p >&2
 rm -rf "$BIN"
 mv "$tmp" "$BIN"
 log "built in $((SECONDS - start)) s into $BIN"
