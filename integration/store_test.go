@@ -120,8 +120,8 @@ func TestStoreAgreesWithDockerUnderChurn(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	time.Sleep(1500 * time.Millisecond) // the self-exiting containers are done by now
-
+	// Some containers are still on their way out (exits a moment after their start): compare
+	// once the state has settled, in Docker and in ours.
 	compareWithDocker(t, pd, d)
 	ds := lat.stop()
 	if n := len(lat.listed); n > 0 {
@@ -134,16 +134,39 @@ func TestStoreAgreesWithDockerUnderChurn(t *testing.T) {
 	}
 	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
 	t.Logf("die event -> ContainerStatus EXITED, %d exits: p50 %v, p90 %v, max %v", len(ds), ds[len(ds)/2], ds[len(ds)*9/10], ds[len(ds)-1])
-	if ds[len(ds)/2] > 2*time.Second {
-		t.Errorf("half of the exits took more than %v to reach ContainerStatus", ds[len(ds)/2])
+	// A bound to catch a store that relists instead of following events, not a speed judgement:
+	// scaled with the machine's load.
+	if limit := testutil.Scaled(2 * time.Second); ds[len(ds)/2] > limit {
+		t.Errorf("half of the exits took more than %v to reach ContainerStatus (%v)", limit, ds[len(ds)/2])
 	}
 }
 
 // compareWithDocker checks that the CRI lists are Docker's containers of ours, and that each
-// container's and sandbox's reported state is what a fresh inspect says.
+// container's and sandbox's reported state is what a fresh inspect says. Containers may still
+// be exiting when it is called: it compares until a round finds no difference (the state has
+// settled and ours agrees), and reports the differences of the last round when none does.
 func compareWithDocker(t *testing.T, pd *PrivateDockerd, d *Daemon) {
 	t.Helper()
+	var diffs []string
+	rounds := 0
+	testutil.PollUntil(30*time.Second, 200*time.Millisecond, func() bool {
+		rounds++
+		diffs = dockerDifferences(t, pd, d)
+		return len(diffs) == 0
+	})
+	for _, diff := range diffs {
+		t.Error(diff)
+	}
+	t.Logf("compared with Docker in %d round(s)", rounds)
+}
+
+// dockerDifferences is one round of compareWithDocker: what the CRI says that a fresh inspect
+// does not.
+func dockerDifferences(t *testing.T, pd *PrivateDockerd, d *Daemon) []string {
+	t.Helper()
 	ctx := t.Context()
+	var diffs []string
+	errorf := func(format string, args ...any) { diffs = append(diffs, fmt.Sprintf(format, args...)) }
 	list, err := pd.Client.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", "io.kubernetes.docker.type=container"))})
 	if err != nil {
 		t.Fatal(err)
@@ -157,17 +180,17 @@ func compareWithDocker(t *testing.T, pd *PrivateDockerd, d *Daemon) {
 		listed[c.Id] = c
 	}
 	if len(listed) != len(list) {
-		t.Errorf("ListContainers has %d containers, Docker %d", len(listed), len(list))
+		errorf("ListContainers has %d containers, Docker %d", len(listed), len(list))
 	}
 	for _, c := range list {
 		in, err := pd.Client.ContainerInspect(ctx, c.ID)
 		if err != nil {
-			t.Errorf("inspect %.12s: %v", c.ID, err)
+			errorf("inspect %.12s: %v", c.ID, err)
 			continue
 		}
 		st, err := d.Runtime.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: c.ID})
 		if err != nil {
-			t.Errorf("ContainerStatus %.12s: %v", c.ID, err)
+			errorf("ContainerStatus %.12s: %v", c.ID, err)
 			continue
 		}
 		s := st.Status
@@ -175,11 +198,11 @@ func compareWithDocker(t *testing.T, pd *PrivateDockerd, d *Daemon) {
 		if s.State != want || int(s.ExitCode) != in.State.ExitCode ||
 			s.StartedAt != dockerTime(in.State.StartedAt) || s.FinishedAt != dockerTime(in.State.FinishedAt) ||
 			(in.State.OOMKilled && s.Reason != "OOMKilled") {
-			t.Errorf("container %.12s: status %v exit %d started %d finished %d reason %q; Docker %s exit %d started %s finished %s oom %v",
+			errorf("container %.12s: status %v exit %d started %d finished %d reason %q; Docker %s exit %d started %s finished %s oom %v",
 				c.ID, s.State, s.ExitCode, s.StartedAt, s.FinishedAt, s.Reason, in.State.Status, in.State.ExitCode, in.State.StartedAt, in.State.FinishedAt, in.State.OOMKilled)
 		}
 		if l := listed[c.ID]; l == nil || l.State != want {
-			t.Errorf("container %.12s: listed %v, Docker %s", c.ID, l.GetState(), in.State.Status)
+			errorf("container %.12s: listed %v, Docker %s", c.ID, l.GetState(), in.State.Status)
 		}
 	}
 	sandboxes, err := pd.Client.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", "io.kubernetes.docker.type=podsandbox"))})
@@ -201,17 +224,20 @@ func compareWithDocker(t *testing.T, pd *PrivateDockerd, d *Daemon) {
 		}
 		st, err := d.Runtime.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: sb.ID})
 		if err != nil || st.Status.State != want || pods[sb.ID].GetState() != want {
-			t.Errorf("sandbox %.12s: status %v (%v), listed %v; Docker %s", sb.ID, st.GetStatus().GetState(), err, pods[sb.ID].GetState(), sb.State)
+			errorf("sandbox %.12s: status %v (%v), listed %v; Docker %s", sb.ID, st.GetStatus().GetState(), err, pods[sb.ID].GetState(), sb.State)
 		}
 		delete(pods, sb.ID)
 	}
 	for id, p := range pods {
 		// Listed without a container: only a sandbox removed behind our back, NOTREADY.
 		if p.State != runtimeapi.PodSandboxState_SANDBOX_NOTREADY {
-			t.Errorf("sandbox %.12s listed %v, Docker has no such container", id, p.State)
+			errorf("sandbox %.12s listed %v, Docker has no such container", id, p.State)
 		}
 	}
-	t.Logf("compared %d containers and %d sandboxes with Docker", len(list), len(sandboxes))
+	if len(diffs) == 0 {
+		t.Logf("compared %d containers and %d sandboxes with Docker", len(list), len(sandboxes))
+	}
+	return diffs
 }
 
 func containerStateOf(docker string) runtimeapi.ContainerState {
