@@ -74,9 +74,9 @@ tiers: ## every tier (docs/testing.md), going on past a failed one
 test-all: ## the gate, then every tier (hours)
 	@MAKE='$(MAKE)' test/steps.sh gate $(GATE) && MAKE='$(MAKE)' test/steps.sh --keep-going tiers $(TIERS)
 
-# The long cached builds the gate needs later (Docker 29, the kubelet and its API server),
+# The long cached builds the gate needs later (critest, Docker 29, the kubelet and its API server),
 # started in the background at once (hack/prebuild.sh); the steps that need them wait for them.
-prebuild: ## start the gate's long cached builds (Docker 29, the kubelet) in the background
+prebuild: ## start the gate's long cached builds (critest, Docker 29, the kubelet) in the background
 	hack/prebuild.sh
 
 lint: shellcheck ## gofmt, go vet (also with the integration tag), the import rules, shellcheck and the test library's checks

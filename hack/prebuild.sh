@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # shellcheck source-path=SCRIPTDIR
 # Starts, in the background and under nice, the cached builds that the gate (`make test`) needs
-# only later in its run: Docker 29 (hack/docker29-build.sh) and the kubelet, kube-apiserver,
-# kubectl and etcd (test/e2e/build-k8s.sh --gate). On a fresh machine they are about 15 minutes
-# of a cold run; begun first, they build while the unit and integration tests and critest run.
+# only later in its run: crictl and critest (test/critest/build-tools.sh), Docker 29
+# (hack/docker29-build.sh) and the kubelet, kube-apiserver, kubectl and etcd
+# (test/e2e/build-k8s.sh --gate). On a fresh machine they are about 30 minutes of a cold run; begun first, they build while the unit and integration tests and critest run.
 # Each build takes a lock: the step that needs it later waits for it to finish, then finds the
 # binaries (or, should it have failed, builds them itself). With the caches full each build
 # finds its binaries and returns at once. Should `make test` stop early, the builds go on to
@@ -19,7 +19,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
 CACHE=${E2E_CACHE:-/var/cache/cri-dockerd-ci}
 LOG=$CACHE/prebuild.log
-BUILDS=("$HERE/docker29-build.sh" "$ROOT/test/e2e/build-k8s.sh --gate")
+BUILDS=("$ROOT/test/critest/build-tools.sh" "$HERE/docker29-build.sh" "$ROOT/test/e2e/build-k8s.sh --gate")
 
 # shellcheck source=../test/lib/common.sh
 . "$ROOT/test/lib/common.sh"
@@ -50,4 +50,4 @@ setsid nice -n 19 ionice -c 3 bash -c '
     $build >/dev/null || echo "== $build failed; the step that needs it builds it again"
   done
   echo "== $(date -u +%T) done"' prebuild "${BUILDS[@]}" >"$LOG" 2>&1 </dev/null &
-log "Docker 29 and the kubelet: built in the background unless cached (log: $LOG)"
+log "critest, Docker 29 and the kubelet: built in the background unless cached (log: $LOG)"
