@@ -3,7 +3,8 @@
 # Starts, in the background and under nice, the cached builds that the gate (`make test`) needs
 # only later in its run: crictl and critest (test/critest/build-tools.sh), Docker 29
 # (hack/docker29-build.sh) and the kubelet, kube-apiserver, kubectl and etcd
-# (test/e2e/build-k8s.sh --gate). On a fresh machine they are about 30 minutes of a cold run; begun first, they build while the unit and integration tests and critest run.
+# (test/e2e/build-k8s.sh --gate). On a fresh machine they are about 30 minutes of a cold run;
+# begun first, they build while the unit and integration tests run.
 # Each build takes a lock: the step that needs it later waits for it to finish, then finds the
 # binaries (or, should it have failed, builds them itself). With the caches full each build
 # finds its binaries and returns at once. Should `make test` stop early, the builds go on to
