@@ -34,16 +34,16 @@ for step in "$@"; do
 	target=${step%%:*}
 	minutes=30
 	[[ $step == *:* ]] && minutes=${step#*:}
-	minutes=$(awk -v m="$minutes" -v s="$scale" 'BEGIN { printf "%d", m * s + 0.5 }')
-	echo "== $name $(date -u +%T) $target: start (timeout ${minutes}m, load $(load))"
+	secs=$(awk -v m="$minutes" -v s="$scale" 'BEGIN { t = int(m * 60 * s + 0.5); print (t < 1 ? 1 : t) }')
+	echo "== $name $(date -u +%T) $target: start (timeout ${secs}s, load $(load))"
 	t0=$SECONDS
 	# timeout signals its whole process group (make and what make started), then KILLs it.
-	timeout -k 60 "${minutes}m" "$make" --no-print-directory "$target"
+	timeout -k 60 "$secs" "$make" --no-print-directory "$target"
 	rc=$?
 	took=$((SECONDS - t0))
 	case $rc in
 	0) verdict=passed ;;
-	124 | 137) verdict="TIMED OUT after ${minutes}m" ;;
+	124 | 137) verdict="TIMED OUT after ${secs}s" ;;
 	*) verdict="FAILED (exit $rc)" ;;
 	esac
 	echo "== $name $(date -u +%T) $target: $verdict in ${took}s (load $(load))"
