@@ -65,6 +65,12 @@ GATE := prebuild:10 lint:15 unit:15 setup:30 integration:35 critest:30 \
 TIERS := critest-gvisor:30 critest-gvisor-docker29:30 release-test:30 monitoring-test:15 fuzz:20 \
 	e2e-cluster-smoke:60 e2e-node:120 vm-checks:75 conformance:150 bench:180
 
+# TIMEOUT_SCALE multiplies every step's timeout and the Go integration tests' own (go test
+# -timeout), for a machine known to be slower or busier than this 2-core one at rest.
+TIMEOUT_SCALE ?= 1
+export TIMEOUT_SCALE
+INTEGRATION_TIMEOUT := $(shell awk 'BEGIN { print int(32 * $(TIMEOUT_SCALE) + 0.5) "m" }')
+
 test: ## the gate (what CI runs): lint, unit, integration and critest on Docker 20.10 and 29, the kubelet e2e
 	@MAKE='$(MAKE)' test/steps.sh gate $(GATE)
 
@@ -115,7 +121,7 @@ setup: ## install and start Docker 20.10 with the test runtimes; build the test 
 	hack/images.sh
 
 integration: setup ## Go integration tests against the real dockerd
-	$(GO) test -tags integration -count=1 -timeout 30m ./integration/...
+	$(GO) test -tags integration -count=1 -timeout $(INTEGRATION_TIMEOUT) ./integration/...
 
 # The second engine: Docker 29.8.0 with the containerd image store (containerd 2.3.5, runc 1.5.1),
 # built once from the Go module proxy into /var/cache/cri-dockerd-ci/docker29 and run beside the
@@ -131,7 +137,7 @@ setup-docker29: setup ## build (once) and start Docker 29 beside 20.10
 	hack/docker29.sh
 
 integration-docker29: setup-docker29 ## the Go integration tests on Docker 29 (skips integration/skip-docker29.txt)
-	DOCKER_HOST=$(DOCKER29_HOST) $(GO) test -tags integration -count=1 -timeout 30m \
+	DOCKER_HOST=$(DOCKER29_HOST) $(GO) test -tags integration -count=1 -timeout $(INTEGRATION_TIMEOUT) \
 		$(if $(DOCKER29_SKIP),-skip '^($(DOCKER29_SKIP))$$') ./integration/...
 
 stop-docker29: ## stop Docker 29 (its data is kept)

@@ -9,8 +9,8 @@
 #                killed with its process group and counts as failed.
 #   --keep-going runs every step even after one failed (the tiers are independent); without
 #                it the first failure ends the run (the gate: a failed step says enough).
-# Env: MAKE (the make that called us, for its flags), STEPS_TIMEOUT_SCALE (multiplies every
-# timeout; default 1, for a machine known to be slower than this 2-core one).
+# Env: MAKE (the make that called us, for its flags), TIMEOUT_SCALE (multiplies every timeout;
+# default 1, for a machine known to be slower or busier than this 2-core one at rest).
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=lib/common.sh
@@ -23,7 +23,7 @@ if [[ ${1:-} == --keep-going ]]; then keep_going=1; shift; fi
 name=$1
 shift
 make=${MAKE:-make}
-scale=${STEPS_TIMEOUT_SCALE:-1}
+scale=${TIMEOUT_SCALE:-1}
 
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 
