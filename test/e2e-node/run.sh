@@ -4,7 +4,7 @@
 # binary, offline, with the kubelet v1.37.2 of test/e2e/build-k8s.sh.
 #
 # Usage: run.sh [--fast] BINARY
-#   --fast   the subset of `make test` (FAST_FOCUS below, about 10 minutes here) instead of the
+#   --fast   the fast subset (make e2e-node-fast: FAST_FOCUS below, about 10 minutes here) instead of the
 #            full selection
 # Env:
 #   E2E_NODE_OUT     where logs and reports go (default: a new /tmp/cri-dockerd-e2e-node.XXXXXX)
