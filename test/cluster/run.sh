@@ -7,7 +7,7 @@
 # Then the checks of test/cluster/checks.sh.
 #
 # Usage: test/cluster/run.sh [--smoke | --no-checks] [--keep] DEB
-#   --smoke      one worker and the smoke checks (what `make test` runs): a pod on the worker
+#   --smoke      one worker and the smoke checks (make e2e-cluster-smoke): a pod on the worker
 #                reached from one on the control plane, a ClusterIP and a NodePort Service, DNS
 #   --no-checks  the cluster only, all nodes on ours (conformance.sh runs its suite on it)
 #   --keep       leave the cluster running (kubeconfig: $OUT/admin.conf; stop it with --down)

@@ -20,7 +20,7 @@ MOD="sigs.k8s.io/cri-tools"
 
 have_all() { [[ -x $BIN/crictl && -x $BIN/critest ]]; }
 
-# One build at a time: the VM checks of make test may want the tools while the host's do.
+# One build at a time: the prebuild, critest and the VM checks may want the tools at once.
 # shellcheck source=../lib/cached-build.sh
 . "$HERE/../lib/cached-build.sh"
 cached_build_start "$BIN.lock" 1800 go

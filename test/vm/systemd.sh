@@ -13,7 +13,7 @@ deb=$(find "$root/dist" -maxdepth 1 -name 'cri-dockerd_*_amd64.deb' 2>/dev/null 
 [ -n "$deb" ] || { echo "systemd.sh: no dist/cri-dockerd_*_amd64.deb; run make release" >&2; exit 1; }
 in=$(mktemp -d /tmp/cri-dockerd-vm-in.XXXXXX)
 trap 'rm -rf "$in"' EXIT
-# Copied first: beside make test's later steps (test/vm/all.sh), dist/ may be rebuilt meanwhile.
+# Copied first: dist/ may be rebuilt meanwhile (a make release of another run).
 cp "$deb" "$in/"
 deb=$in/$(basename "$deb")
 old=$("$here/old-deb.sh")
