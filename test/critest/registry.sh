@@ -225,7 +225,7 @@ fi
 
 # ---------------------------------------------------------------------------------------------
 # 5. Images: skip when the stamp matches and the registry still serves every name.
-hash=$(cat "${BASH_SOURCE[0]}" "$HERE"/standins/* "$ROOT/hack/busybox-rootfs.sh" | sha256sum | cut -c1-16)
+hash=$(cat "${BASH_SOURCE[0]}" "$HERE"/standins/* "$ROOT/hack/busybox-rootfs.sh" "$ROOT"/test/lib/busybox-etc/* | sha256sum | cut -c1-16)
 STAMP=$REG/pushed
 
 # all_names: every NAME:TAG pulled from the registry.
@@ -268,45 +268,8 @@ old_ids=$(all_names | xargs "$DOCKER" image inspect --format '{{.Id}}' 2>/dev/nu
 # Base: busybox rootfs (hack/busybox-rootfs.sh) with the users and groups of the
 # upstream busybox image, /var/run, and pgrep/ipcs (not applets of Debian's busybox).
 "$ROOT/hack/busybox-rootfs.sh" "$work/rootfs"
-cat >"$work/rootfs/etc/passwd" <<'EOF'
-root:x:0:0:root:/root:/bin/sh
-daemon:x:1:1:daemon:/usr/sbin:/bin/false
-bin:x:2:2:bin:/bin:/bin/false
-sys:x:3:3:sys:/dev:/bin/false
-sync:x:4:100:sync:/bin:/bin/sync
-mail:x:8:8:mail:/var/spool/mail:/bin/false
-www-data:x:33:33:www-data:/var/www:/bin/false
-operator:x:37:37:Operator:/var:/bin/false
-nobody:x:65534:65534:nobody:/home:/bin/false
-EOF
-cat >"$work/rootfs/etc/group" <<'EOF'
-root:x:0:
-daemon:x:1:
-bin:x:2:
-sys:x:3:
-adm:x:4:
-tty:x:5:
-disk:x:6:
-lp:x:7:
-mail:x:8:
-kmem:x:9:
-wheel:x:10:root
-cdrom:x:11:
-dialout:x:18:
-floppy:x:19:
-video:x:28:
-audio:x:29:
-tape:x:32:
-www-data:x:33:
-operator:x:37:
-utmp:x:43:
-plugdev:x:46:
-staff:x:50:
-lock:x:54:
-netdev:x:82:
-users:x:100:
-nogroup:x:65534:
-EOF
+# The users and groups of the upstream busybox image.
+cp "$ROOT/test/lib/busybox-etc/passwd" "$ROOT/test/lib/busybox-etc/group" "$work/rootfs/etc/"
 # Applets as hard links, as in the upstream busybox image: masking /bin/ls (MaskedPaths spec)
 # must hide that one path, not /bin/busybox, which a bind mount over a symlink would hide.
 for f in "$work/rootfs/bin"/*; do

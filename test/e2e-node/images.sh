@@ -91,7 +91,7 @@ all_present() {
 }
 
 hash=$({
-  cat "${BASH_SOURCE[0]}" "$ROOT/test/critest/standins/nginx.c"
+  cat "${BASH_SOURCE[0]}" "$ROOT/test/critest/standins/nginx.c" "$ROOT"/test/lib/busybox-etc/*
   sha256sum "$BIN/agnhost" "$BIN/nonewprivs" "$BIN/pause" "$BIN/busybox" "$BIN/nc.openbsd" "${HOST_TOOLS[@]}"
 } | sha256sum | cut -c1-16)
 if [[ ${FORCE:-0} != 1 && "$(cat "$STAMP" 2>/dev/null)" == "$hash" ]] && all_present; then
@@ -121,45 +121,8 @@ done
 : >"$R/etc/hosts"
 : >"$R/etc/resolv.conf"
 : >"$R/etc/hostname"
-cat >"$work/rootfs/etc/passwd" <<'EOF'
-root:x:0:0:root:/root:/bin/sh
-daemon:x:1:1:daemon:/usr/sbin:/bin/false
-bin:x:2:2:bin:/bin:/bin/false
-sys:x:3:3:sys:/dev:/bin/false
-sync:x:4:100:sync:/bin:/bin/sync
-mail:x:8:8:mail:/var/spool/mail:/bin/false
-www-data:x:33:33:www-data:/var/www:/bin/false
-operator:x:37:37:Operator:/var:/bin/false
-nobody:x:65534:65534:nobody:/home:/bin/false
-EOF
-cat >"$work/rootfs/etc/group" <<'EOF'
-root:x:0:
-daemon:x:1:
-bin:x:2:
-sys:x:3:
-adm:x:4:
-tty:x:5:
-disk:x:6:
-lp:x:7:
-mail:x:8:
-kmem:x:9:
-wheel:x:10:root
-cdrom:x:11:
-dialout:x:18:
-floppy:x:19:
-video:x:28:
-audio:x:29:
-tape:x:32:
-www-data:x:33:
-operator:x:37:
-utmp:x:43:
-plugdev:x:46:
-staff:x:50:
-lock:x:54:
-netdev:x:82:
-users:x:100:
-nogroup:x:65534:
-EOF
+# The users and groups of the upstream busybox image.
+cp "$ROOT/test/lib/busybox-etc/passwd" "$ROOT/test/lib/busybox-etc/group" "$work/rootfs/etc/"
 # glibc's default without this file asks DNS before /etc/hosts (hostname -f, wget of a pod name).
 echo 'hosts: files dns' >"$work/rootfs/etc/nsswitch.conf"
 ln -s ../run "$R/var/run"
