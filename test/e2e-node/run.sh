@@ -231,17 +231,8 @@ wait_for 10 "the registry" quiet curl -sf "http://$REG_ADDR/v2/" || die "the reg
 
 # --- a private dockerd --------------------------------------------------------------------------
 dockerp() { "$DOCKER_CLI" -H "unix://$RUN/docker.sock" "$@"; }
-ip link show "$BRIDGE" >/dev/null 2>&1 && ip link del "$BRIDGE" # left by a killed run (we hold the lock)
-NODE_IP=
-for net in 10.216.7 10.217.7 10.218.7 172.31.216; do
-  ip -4 route | grep -q "^$net\." && continue
-  NODE_IP=$net.1
-  break
-done
-[[ -n $NODE_IP ]] || die "no free /24 for the private bridge"
-ip link add "$BRIDGE" type bridge
-ip addr add "$NODE_IP/24" dev "$BRIDGE"
-ip link set "$BRIDGE" up
+# (One run at a time holds the lock: a bridge of that name is a killed run's.)
+NODE_IP=$(make_bridge "$BRIDGE" 10.216.7 10.217.7 10.218.7 172.31.216) || die "cannot make the private bridge $BRIDGE"
 # Pod to pod on the bridge: with br_netfilter, bridged packets go through FORWARD, whose policy
 # the shared dockerd sets to DROP (this dockerd adds no rules: --iptables=false).
 iptables -I FORWARD -i "$BRIDGE" -o "$BRIDGE" -j ACCEPT

@@ -159,17 +159,8 @@ trap 'exit 130' INT TERM
 
 # --- a private dockerd ----------------------------------------------------------------------------
 dockerp() { "$DOCKER_CLI" -H "unix://$RUN/docker.sock" "$@"; }
-ip link show "$BRIDGE" >/dev/null 2>&1 && ip link del "$BRIDGE" # left by a killed run (we hold the lock)
-NODE_IP=
-for net in 10.213.7 10.214.7 10.215.7 172.31.213; do
-  ip -4 route | grep -q "^$net\." && continue
-  NODE_IP=$net.1
-  break
-done
-[[ -n $NODE_IP ]] || die "no free /24 for the private bridge"
-ip link add "$BRIDGE" type bridge
-ip addr add "$NODE_IP/24" dev "$BRIDGE"
-ip link set "$BRIDGE" up
+# (One run at a time holds the lock: a bridge of that name is a killed run's.)
+NODE_IP=$(make_bridge "$BRIDGE" 10.213.7 10.214.7 10.215.7 172.31.213) || die "cannot make the private bridge $BRIDGE"
 jq '{runtimes: (.runtimes // {})}' /etc/docker/daemon.json >"$RUN/daemon.json"
 jq -e '.runtimes.wrapped and .runtimes.gvisor' "$RUN/daemon.json" >/dev/null || die "no runtime 'wrapped' or 'gvisor' in /etc/docker/daemon.json"
 if [[ -n $DENSITY ]]; then

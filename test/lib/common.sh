@@ -14,6 +14,8 @@
 #   wait_for SECS WHAT CMD...  runs CMD every 0.2 s until it succeeds; after SECS (times
 #                              load_factor) logs "timed out waiting for WHAT" and returns 1
 #   quiet CMD...               CMD with its output thrown away (for wait_for)
+#   make_bridge NAME NET...    (re)creates the bridge NAME, up, with the .1 address of the first
+#                              /24 NET ("10.213.7") that no route uses; prints that address
 #
 # Every wait here is for an event (a process gone, a command that succeeds); SECS only bounds it.
 
@@ -76,3 +78,17 @@ wait_for() {
 }
 
 quiet() { "$@" >/dev/null 2>&1; }
+
+make_bridge() {
+	local name=$1 net addr=
+	shift
+	ip link show "$name" >/dev/null 2>&1 && ip link del "$name" # a killed run's
+	for net in "$@"; do
+		ip -4 route | grep -q "^${net//./\\.}\\." && continue
+		addr=$net.1
+		break
+	done
+	[[ -n $addr ]] || { log "no free /24 among $* for the bridge $name"; return 1; }
+	ip link add "$name" type bridge && ip addr add "$addr/24" dev "$name" && ip link set "$name" up || return 1
+	echo "$addr"
+}
