@@ -120,8 +120,10 @@ setup: ## install and start Docker 20.10 with the test runtimes; build the test 
 	hack/docker.sh
 	hack/images.sh
 
+# go test -json through test/lib/gotest-summary.py: each package's result, the whole output of
+# a failed test, and the slowest tests (where the step's time goes).
 integration: setup ## Go integration tests against the real dockerd
-	$(GO) test -tags integration -count=1 -timeout $(INTEGRATION_TIMEOUT) ./integration/...
+	set -o pipefail; $(GO) test -tags integration -count=1 -timeout $(INTEGRATION_TIMEOUT) -json ./integration/... | test/lib/gotest-summary.py
 
 # The second engine: Docker 29.8.0 with the containerd image store (containerd 2.3.5, runc 1.5.1),
 # built once from the Go module proxy into /var/cache/cri-dockerd-ci/docker29 and run beside the
@@ -137,8 +139,8 @@ setup-docker29: setup ## build (once) and start Docker 29 beside 20.10
 	hack/docker29.sh
 
 integration-docker29: setup-docker29 ## the Go integration tests on Docker 29 (skips integration/skip-docker29.txt)
-	DOCKER_HOST=$(DOCKER29_HOST) $(GO) test -tags integration -count=1 -timeout $(INTEGRATION_TIMEOUT) \
-		$(if $(DOCKER29_SKIP),-skip '^($(DOCKER29_SKIP))$$') ./integration/...
+	set -o pipefail; DOCKER_HOST=$(DOCKER29_HOST) $(GO) test -tags integration -count=1 -timeout $(INTEGRATION_TIMEOUT) -json \
+		$(if $(DOCKER29_SKIP),-skip '^($(DOCKER29_SKIP))$$') ./integration/... | test/lib/gotest-summary.py
 
 stop-docker29: ## stop Docker 29 (its data is kept)
 	hack/docker29.sh stop
