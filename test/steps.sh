@@ -27,6 +27,21 @@ scale=${TIMEOUT_SCALE:-1}
 
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 
+child=
+stop() {
+	trap - INT TERM HUP
+	echo "== $name $(date -u +%T): stopped by SIG$1; stopping ${target:-}"
+	if [[ -n $child ]]; then
+		kill -"$1" "$child" 2>/dev/null
+		wait "$child"
+	fi
+	exit 130
+}
+for sig in INT TERM HUP; do
+	# shellcheck disable=SC2064 # the signal's name, now
+	trap "stop $sig" "$sig"
+done
+
 summary=()
 failed=()
 start_all=$SECONDS
@@ -37,8 +52,12 @@ for step in "$@"; do
 	secs=$(awk -v m="$minutes" -v s="$scale" 'BEGIN { t = int(m * 60 * s + 0.5); print (t < 1 ? 1 : t) }')
 	echo "== $name $(date -u +%T) $target: start (timeout ${secs}s, load $(load))"
 	t0=$SECONDS
-	# timeout signals its whole process group (make and what make started), then KILLs it.
-	timeout -k 60 "$secs" "$make" --no-print-directory "$target"
+	# timeout runs the step in a process group of its own, which it signals whole (make and
+	# what make started) when the time is up, then KILLs; it also passes on a signal it gets,
+	# which is how our own INT, TERM or HUP (a Ctrl-C, a CI stop) reaches the step.
+	timeout -k 60 "$secs" "$make" --no-print-directory "$target" &
+	child=$!
+	wait "$child"
 	rc=$?
 	took=$((SECONDS - t0))
 	case $rc in
