@@ -22,7 +22,7 @@ SYSTEMD_DIR ?= /etc/systemd/system
 
 .PHONY: help build run install clean \
 	test test-all tiers prebuild lint shellcheck unit fuzz setup integration \
-	critest critest-gvisor critest-gvisor-docker29 setup-docker29 integration-docker29 critest-docker29 stop-docker29 \
+	critest critest-gvisor critest-gvisor-docker29 setup-docker29 integration-docker29 integration-long critest-docker29 stop-docker29 \
 	e2e-kubelet e2e-node e2e-node-fast e2e-cluster e2e-cluster-smoke conformance vm vm-tools vm-systemd vm-node vm-critest vm-critest-groups vm-checks vm-full \
 	bench bench-density mutation \
 	release release-test monitoring-test
@@ -62,7 +62,7 @@ GATE := prebuild:10 lint:15 unit:15 setup:30 integration:35 critest:30 \
 	setup-docker29:45 integration-docker29:35 critest-docker29:30 e2e-kubelet:45
 # The tiers: the long suites, independent of each other; `make tiers` runs them all, and every
 # failure is reported at the end. Each one alone is its make target.
-TIERS := critest-gvisor:30 critest-gvisor-docker29:30 release-test:30 monitoring-test:15 fuzz:20 \
+TIERS := integration-long:45 critest-gvisor:30 critest-gvisor-docker29:30 release-test:30 monitoring-test:15 fuzz:20 \
 	e2e-cluster-smoke:60 e2e-node:120 vm-checks:75 conformance:150 bench:180
 
 # TIMEOUT_SCALE multiplies every step's timeout and the Go integration tests' own (go test
@@ -92,6 +92,8 @@ lint: shellcheck ## gofmt, go vet (also with the integration tag), the import ru
 	$(GO) test -count=1 -run TestImportRules ./internal/
 	test/versions.sh --check
 	python3 -B -m unittest discover -s test/lib
+	@for t in $$(sed -e 's/#.*//' integration/long-tests.txt integration/skip-docker29.txt); do \
+		grep -q "^func $$t(" integration/*_test.go || { echo "integration/long-tests.txt or skip-docker29.txt: no test $$t"; exit 1; }; done
 
 # Every tracked shell script (Debian's shellcheck, installed when missing).
 shellcheck: ## shellcheck of every tracked shell script
@@ -121,9 +123,16 @@ setup: ## install and start Docker 20.10 with the test runtimes; build the test 
 	hack/images.sh
 
 # go test -json through test/lib/gotest-summary.py: each package's result, the whole output of
-# a failed test, and the slowest tests (where the step's time goes).
-integration: setup ## Go integration tests against the real dockerd
-	set -o pipefail; $(GO) test -tags integration -count=1 -timeout $(INTEGRATION_TIMEOUT) -json ./integration/... | test/lib/gotest-summary.py
+# a failed test, and the slowest tests (where the step's time goes). The long tests of
+# integration/long-tests.txt are the tier integration-long's.
+names_re = ^($(subst $(space),|,$(strip $(1))))$$
+empty :=
+space := $(empty) $(empty)
+LONG_TESTS := $(shell sed -e 's/\#.*//' integration/long-tests.txt | awk 'NF {print $$1}')
+GO_INTEGRATION = $(GO) test -tags integration -count=1 -timeout $(INTEGRATION_TIMEOUT) -json
+
+integration: setup ## Go integration tests against the real dockerd (the long ones are integration-long's)
+	set -o pipefail; $(GO_INTEGRATION) -skip '$(call names_re,$(LONG_TESTS))' ./integration/... | test/lib/gotest-summary.py
 
 # The second engine: Docker 29.8.0 with the containerd image store (containerd 2.3.5, runc 1.5.1),
 # built once from the Go module proxy into /var/cache/cri-dockerd-ci/docker29 and run beside the
@@ -133,14 +142,20 @@ integration: setup ## Go integration tests against the real dockerd
 DOCKER29_HOST := unix:///run/cri-dockerd-docker29/docker.sock
 # Integration tests that fail on Docker 29 for known reasons (integration/skip-docker29.txt);
 # DOCKER29_SKIP= runs them all.
-DOCKER29_SKIP ?= $(shell sed -e 's/\#.*//' integration/skip-docker29.txt | awk 'NF {print $$1}' | paste -sd'|')
+DOCKER29_SKIP ?= $(shell sed -e 's/\#.*//' integration/skip-docker29.txt | awk 'NF {print $$1}')
 
 setup-docker29: setup ## build (once) and start Docker 29 beside 20.10
 	hack/docker29.sh
 
-integration-docker29: setup-docker29 ## the Go integration tests on Docker 29 (skips integration/skip-docker29.txt)
-	set -o pipefail; DOCKER_HOST=$(DOCKER29_HOST) $(GO) test -tags integration -count=1 -timeout $(INTEGRATION_TIMEOUT) -json \
-		$(if $(DOCKER29_SKIP),-skip '^($(DOCKER29_SKIP))$$') ./integration/... | test/lib/gotest-summary.py
+integration-docker29: setup-docker29 ## the Go integration tests on Docker 29 (skips integration/skip-docker29.txt and the long ones)
+	set -o pipefail; DOCKER_HOST=$(DOCKER29_HOST) $(GO_INTEGRATION) -skip '$(call names_re,$(LONG_TESTS) $(DOCKER29_SKIP))' \
+		./integration/... | test/lib/gotest-summary.py
+
+# A tier: the long integration tests (integration/long-tests.txt) on both engines.
+integration-long: setup-docker29 ## the long integration tests on Docker 20.10 and 29
+	set -o pipefail; $(GO_INTEGRATION) -run '$(call names_re,$(LONG_TESTS))' ./integration/... | test/lib/gotest-summary.py
+	set -o pipefail; DOCKER_HOST=$(DOCKER29_HOST) $(GO_INTEGRATION) -run '$(call names_re,$(LONG_TESTS))' \
+		$(if $(strip $(DOCKER29_SKIP)),-skip '$(call names_re,$(DOCKER29_SKIP))') ./integration/... | test/lib/gotest-summary.py
 
 stop-docker29: ## stop Docker 29 (its data is kept)
 	hack/docker29.sh stop
