@@ -100,11 +100,11 @@ if answers; then
   # Already running: SIGHUP makes dockerd reload the runtimes of daemon.json. Also do it when
   # the runtimes are missing, e.g. a daemon started before an earlier run wrote the file.
   if ((changed)) || ! have_runtimes; then
-    pid=$(cat /var/run/docker.pid 2>/dev/null || pidof dockerd || true)
-    [[ -n $pid ]] || { log "dockerd answers but its pid is unknown; restart it to load $DAEMON_JSON"; exit 1; }
+    # Without its pid file, the dockerd this script starts (not Docker 29's, nor a test's own).
+    pid=$(cat /var/run/docker.pid 2>/dev/null || pgrep -f -x 'dockerd --host unix:///var/run/docker.sock' || true)
+    [[ $pid =~ ^[0-9]+$ ]] || { log "dockerd answers but its pid is unknown; restart it to load $DAEMON_JSON"; exit 1; }
     log "reloading dockerd ($pid)"
-    # shellcheck disable=SC2086 # pidof may print several pids: split on purpose
-    kill -HUP $pid
+    kill -HUP "$pid"
     wait_for 10 "dockerd to load the test runtimes" have_runtimes ||
       { log "dockerd did not load the test runtimes; see /var/log/dockerd.log"; exit 1; }
   fi

@@ -83,7 +83,7 @@ stop_dockerd() {
   rm -f "$RUN/docker.pid"
 }
 teardown() {
-  if [[ -f $RUN/registry.pid ]]; then kill "$(cat "$RUN/registry.pid")" 2>/dev/null || true; fi
+  if [[ -f $RUN/registry.pid ]]; then stop_pid "$(cat "$RUN/registry.pid")" "the registry" 5; rm -f "$RUN/registry.pid"; fi
   stop_dockerd
   iptables -D FORWARD -i "$BRIDGE" -o "$BRIDGE" -j ACCEPT 2>/dev/null || true
   iptables -D FORWARD -o "$BRIDGE" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT 2>/dev/null || true
