@@ -83,10 +83,7 @@ cleanup() {
   local rc=$?
   set +e
   trap - EXIT INT TERM
-  if [[ -n $suite_pid ]]; then
-    kill -TERM -- "-$suite_pid" 2>/dev/null
-    wait "$suite_pid" 2>/dev/null
-  fi
+  stop_group "$suite_pid" "the suite" 30
   "$HERE/run.sh" --down >/dev/null 2>&1
   log "total $((SECONDS - t_start)) s"
   exit "$rc"

@@ -156,15 +156,7 @@ remove_all_pods() { # every pod on the private dockerd is ours
 # stop_suite: the ginkgo CLI, its workers and the suite's services and kubelet, all in the
 # process group run_phase gave the CLI (workers outlive a CLI killed alone).
 stop_suite() {
-  local pid=${pids[suite]:-}
-  [[ -n $pid ]] || return 0
-  kill -TERM -- "-$pid" 2>/dev/null || true
-  for _ in $(seq 1 300); do kill -0 -- "-$pid" 2>/dev/null || break; sleep 0.1; done
-  if kill -0 -- "-$pid" 2>/dev/null; then
-    log "the suite did not stop within 30 s of SIGTERM; killing it"
-    kill -KILL -- "-$pid" 2>/dev/null || true
-  fi
-  wait "$pid" 2>/dev/null || true
+  stop_group "${pids[suite]:-}" "the suite" 30
   unset "pids[suite]"
 }
 cleanup() {

@@ -9,6 +9,7 @@
 #   alive PID                  PID runs (a zombie does not)
 #   stop_pid PID NAME [SECS]   SIGTERM, wait up to SECS (15) for it to go, then SIGKILL; reaps
 #                              it when it is our child. Nothing to do for an empty or gone PID.
+#   stop_group PGID NAME [SECS]  the same for a whole process group (a leader started with setsid)
 #   load_factor                the 1-minute load per core, at least 1 (an integer): deadlines
 #                              that wait on a busy machine are multiplied by it
 #   wait_for SECS WHAT CMD...  runs CMD every 0.2 s until it succeeds; after SECS (times
@@ -56,6 +57,20 @@ stop_pid() {
 		fi
 	fi
 	wait "$pid" 2>/dev/null || true
+}
+
+stop_group() {
+	local pgid=$1 name=$2 secs=${3:-15} i
+	[[ -n $pgid ]] || return 0
+	if kill -0 -- "-$pgid" 2>/dev/null; then
+		kill -TERM -- "-$pgid" 2>/dev/null || true
+		for ((i = 0; i < secs * 10; i++)); do kill -0 -- "-$pgid" 2>/dev/null || break; sleep 0.1; done
+		if kill -0 -- "-$pgid" 2>/dev/null; then
+			log "$name did not stop within ${secs}s of SIGTERM; killing it"
+			kill -KILL -- "-$pgid" 2>/dev/null || true
+		fi
+	fi
+	wait "$pgid" 2>/dev/null || true
 }
 
 load_factor() {
