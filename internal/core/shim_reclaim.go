@@ -26,7 +26,10 @@ import (
 // dead shim by running the shim's delete command, which runs the runtime's `delete --force`.
 // So after such a failure, the shim that serves this container alone (its -id is the
 // container's; a shim that Docker 29 shares among a pod's containers, by their sandbox-id
-// annotation, has the sandbox's) is killed, and the call waits until it and what it ran are gone.
+// annotation, has the sandbox's) is killed, and the call waits until it and what it ran are gone,
+// and containerd's cleanup has run: it removes the task's bundle directory (the shim's working
+// directory) last. Until containerd has noticed the dead shim, nothing of the cleanup runs yet:
+// on a busy machine that takes a while, and the cleanup's own runtime processes come after.
 
 // reclaimTimeout bounds the wait for containerd's cleanup after the shim is killed.
 const reclaimTimeout = 10 * time.Second
@@ -64,6 +67,7 @@ func reclaimShim(ctx context.Context, procRoot, id string, kill func(pid int, si
 		return 0, nil
 	}
 	tree := append([]process{shim}, descendants(procs, shim.pid)...)
+	bundle := bundleOf(procRoot, shim.pid, id)
 	if err := kill(shim.pid, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
 		return 0, fmt.Errorf("kill shim %d: %w", shim.pid, err)
 	}
@@ -73,7 +77,8 @@ func reclaimShim(ctx context.Context, procRoot, id string, kill func(pid int, si
 		procs = readProcesses(procRoot)
 		alive := stillRunning(procs, tree)
 		cleanup := naming(procs, id)
-		if len(alive) == 0 && len(cleanup) == 0 {
+		bundleLeft := bundle != "" && exists(bundle)
+		if len(alive) == 0 && len(cleanup) == 0 && !bundleLeft {
 			return len(tree), nil
 		}
 		select {
@@ -81,14 +86,34 @@ func reclaimShim(ctx context.Context, procRoot, id string, kill func(pid int, si
 			continue
 		case <-ctx.Done():
 		}
-		if len(alive) == 0 {
+		if len(alive) == 0 && len(cleanup) > 0 {
 			return len(tree), fmt.Errorf("containerd's cleanup after the shim %d of %.12s still runs (%s)", shim.pid, id, pidList(cleanup))
+		}
+		if len(alive) == 0 {
+			return len(tree), fmt.Errorf("containerd has not cleaned up after the shim %d of %.12s: its bundle %s is still there", shim.pid, id, bundle)
 		}
 		for _, p := range alive {
 			_ = kill(p.pid, unix.SIGKILL)
 		}
 		return len(tree), fmt.Errorf("containerd did not clean up after the shim %d of %.12s: killed %s", shim.pid, id, pidList(alive))
 	}
+}
+
+// bundleOf is the task's bundle directory: the working directory containerd starts the shim in
+// (STATE/io.containerd.runtime.v2.task/NAMESPACE/ID); "" when it cannot be read or is not the
+// container's.
+func bundleOf(procRoot string, shimPID int, id string) string {
+	dir, err := os.Readlink(filepath.Join(procRoot, strconv.Itoa(shimPID), "cwd"))
+	dir = strings.TrimSuffix(dir, " (deleted)")
+	if err != nil || !filepath.IsAbs(dir) || filepath.Base(dir) != id {
+		return ""
+	}
+	return dir
+}
+
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return !errors.Is(err, os.ErrNotExist)
 }
 
 // naming lists the running processes whose command line names container id: the shim's

@@ -98,9 +98,24 @@ func addFailedGVisorStart(f *fakeProc) {
 	f.add(8010, 8000, "S", 4001, "runc-init-of-another-container")
 }
 
+// withBundle gives the failed start's shim its working directory, the task's bundle, which
+// containerd removes at the end of its cleanup; it returns the bundle's path.
+func withBundle(t *testing.T, f *fakeProc) string {
+	t.Helper()
+	bundle := filepath.Join(t.TempDir(), "moby", failedID)
+	if err := os.MkdirAll(bundle, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(bundle, filepath.Join(f.root, "9901", "cwd")); err != nil {
+		t.Fatal(err)
+	}
+	return bundle
+}
+
 func TestReclaimShimKillsTheShimAndWaitsForWhatItRan(t *testing.T) {
 	f := newFakeProc(t)
 	addFailedGVisorStart(f)
+	bundle := withBundle(t, f)
 	// containerd's cleanup after the dead shim: the shim's delete command runs `runsc delete
 	// --force`, which ends the sandbox and the gofer, and ends a little later itself; the killed
 	// shim stays a zombie (this VM's init does not reap).
@@ -113,6 +128,8 @@ func TestReclaimShimKillsTheShimAndWaitsForWhatItRan(t *testing.T) {
 			f.remove(9928, 9942, 9973, 10015)
 			time.Sleep(100 * time.Millisecond)
 			f.remove(11001, 11000)
+			time.Sleep(100 * time.Millisecond)
+			_ = os.Remove(bundle)
 		}()
 	}
 	start := time.Now()
@@ -128,6 +145,9 @@ func TestReclaimShimKillsTheShimAndWaitsForWhatItRan(t *testing.T) {
 	}
 	if time.Since(start) < 150*time.Millisecond {
 		t.Error("returned before the runtime's processes and containerd's cleanup were gone")
+	}
+	if _, err := os.Stat(bundle); err == nil {
+		t.Error("returned before containerd's cleanup removed the task's bundle")
 	}
 	if _, err := os.Stat(filepath.Join(f.root, "8010")); err != nil {
 		t.Error("another container's process is gone")
@@ -167,6 +187,22 @@ func TestReclaimShimReportsAStuckCleanup(t *testing.T) {
 	}
 	if got := f.kills(); len(got) != 1 {
 		t.Errorf("killed %v, want only the shim", got)
+	}
+}
+
+// Until containerd has noticed the dead shim, none of its cleanup runs: the shim's tree is gone
+// and nothing names the container, but the task's bundle is still there. That is no end: the
+// cleanup's own runtime processes come later (a busy machine's containerd is slow to notice).
+func TestReclaimShimWaitsForContainerdToRemoveTheBundle(t *testing.T) {
+	f := newFakeProc(t)
+	addFailedGVisorStart(f)
+	bundle := withBundle(t, f)
+	f.onKill = func(int) { f.remove(9901, 9928, 9942, 9973, 10015) }
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err := reclaimShim(ctx, f.root, failedID, f.kill)
+	if err == nil || !strings.Contains(err.Error(), "its bundle "+bundle+" is still there") {
+		t.Errorf("err = %v, want the bundle containerd has not removed named", err)
 	}
 }
 
