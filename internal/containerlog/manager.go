@@ -63,6 +63,9 @@ type Manager struct {
 	// WriteFailed, when set, is told of each write to a log file that failed (a full
 	// filesystem): its lines are copied again from Docker once a write succeeds.
 	WriteFailed func()
+	// MaxLineSize is the longest text of a CRI log line (DefaultMaxLineSize when 0): a longer
+	// line is written as partial lines.
+	MaxLineSize int
 
 	ctx    context.Context
 	cancel context.CancelFunc
