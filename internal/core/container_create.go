@@ -136,6 +136,7 @@ func (s *Service) containerDockerConfig(ctx context.Context, sandboxID string, r
 	labels[sandboxIDLabel] = sandboxID
 	if logPath != "" {
 		labels[containerLogPathLabel] = logPath
+		labels[logDirectoryLabel] = filepath.Clean(sandboxCfg.LogDirectory)
 		labels[logLabel] = logCRI
 		if cfg.Tty {
 			labels[logLabel] = logCRIWithT
