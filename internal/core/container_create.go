@@ -132,6 +132,8 @@ func validateContainerConfig(cfg *runtimeapi.ContainerConfig) error {
 // logPath is the checked path of its log file ("" for none): see containerLogPath.
 func (s *Service) containerDockerConfig(ctx context.Context, sandboxID string, rt podRuntime, cfg *runtimeapi.ContainerConfig, sandboxCfg *runtimeapi.PodSandboxConfig, logPath string) (*container.Config, *container.HostConfig, error) {
 	labels := makeLabels(cfg.Labels, cfg.Annotations)
+	// Every key of ours first, empty: what follows (and imagevolume's Prepare) sets those in use.
+	reserveLabels(labels)
 	labels[containerTypeLabel] = containerTypeContainer
 	labels[sandboxIDLabel] = sandboxID
 	if logPath != "" {

@@ -103,6 +103,7 @@ func validateSandboxConfig(cfg *runtimeapi.PodSandboxConfig) error {
 // its port mappings are the plugin's; Docker still writes its hostname and resolv.conf.
 func (s *Service) sandboxDockerConfig(ctx context.Context, cfg *runtimeapi.PodSandboxConfig, rt podRuntime, namespaced bool) (*container.Config, *container.HostConfig, error) {
 	labels := makeLabels(cfg.Labels, cfg.Annotations)
+	reserveLabels(labels) // the pod infra image's labels must not fill our keys either
 	labels[containerTypeLabel] = containerTypeSandbox
 	labels[handlerLabel] = rt.Handler
 	labels[dockerRuntimeLabel] = rt.DockerRuntime
