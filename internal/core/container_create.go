@@ -63,6 +63,9 @@ func (s *Service) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	if err != nil {
 		return nil, err
 	}
+	if err := s.createMissingHostPaths(cfg.Mounts); err != nil {
+		return nil, err
+	}
 	name := makeContainerName(sandboxCfg.Metadata, cfg.Metadata)
 	vols, err := s.imageVolumes.Prepare(ctx, name, cfg.Mounts, containerCfg, hostCfg)
 	if err != nil {
@@ -101,9 +104,18 @@ func validateContainerConfig(cfg *runtimeapi.ContainerConfig) error {
 	if sc := cfg.GetLinux().GetSecurityContext(); sc.GetRunAsGroup() != nil && sc.GetRunAsUser() == nil && sc.GetRunAsUsername() == "" {
 		return invalidf("container config: run_as_group needs run_as_user or run_as_username")
 	}
+	targets := map[string]string{} // cleaned container path -> as the request wrote it
 	for _, m := range cfg.Mounts {
+		// Docker takes one mount per target, as it cleans it.
+		if m.ContainerPath != "" {
+			target := filepath.Clean(m.ContainerPath)
+			if first, ok := targets[target]; ok {
+				return invalidf("mounts %q and %q: two mounts at container_path %q, and Docker takes one mount per path", first, m.ContainerPath, target)
+			}
+			targets[target] = m.ContainerPath
+		}
 		if len(m.MountOptions) > 0 {
-			// Docker's binds take ro, propagation and SELinux relabelling only (Status says
+			// Docker's bind mounts take ro, propagation and SELinux relabelling only (Status says
 			// features.mount_options false).
 			return invalidf("mount %q -> %q: mount option %q: %s", m.HostPath, m.ContainerPath, m.MountOptions[0], mountOptionsRefusal)
 		}
@@ -118,6 +130,10 @@ func validateContainerConfig(cfg *runtimeapi.ContainerConfig) error {
 		}
 		if m.HostPath == "" {
 			return invalidf("mount -> %q: host_path is required", m.ContainerPath)
+		}
+		if !filepath.IsAbs(m.HostPath) {
+			// Docker would take it for the name of a volume of its own.
+			return invalidf("mount %q -> %q: host_path must be an absolute path", m.HostPath, m.ContainerPath)
 		}
 	}
 	for _, kv := range cfg.Envs {
