@@ -59,7 +59,12 @@ func (s *Service) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 		return nil, status.Errorf(codes.FailedPrecondition, "pod sandbox %q is not running: a stopped pod takes no new containers", sandboxID)
 	}
 
-	containerCfg, hostCfg, err := s.containerDockerConfig(ctx, sandboxID, rt, cfg, sandboxCfg, logPath)
+	pod, err := s.sandboxSettings(ctx, sandboxID)
+	if err != nil {
+		return nil, err
+	}
+	s.logSettingsDisagreement(ctx, sandboxID, pod, sandboxCfg)
+	containerCfg, hostCfg, err := s.containerDockerConfig(ctx, sandboxID, rt, pod, cfg, sandboxCfg, logPath)
 	if err != nil {
 		return nil, err
 	}
@@ -144,9 +149,10 @@ func validateContainerConfig(cfg *runtimeapi.ContainerConfig) error {
 	return nil
 }
 
-// containerDockerConfig is the Docker configuration of a container in sandbox sandboxID.
+// containerDockerConfig is the Docker configuration of a container in sandbox sandboxID, whose
+// pod-level settings (namespaces, privileged, cgroup parent) are pod's, not sandboxCfg's.
 // logPath is the checked path of its log file ("" for none): see containerLogPath.
-func (s *Service) containerDockerConfig(ctx context.Context, sandboxID string, rt podRuntime, cfg *runtimeapi.ContainerConfig, sandboxCfg *runtimeapi.PodSandboxConfig, logPath string) (*container.Config, *container.HostConfig, error) {
+func (s *Service) containerDockerConfig(ctx context.Context, sandboxID string, rt podRuntime, pod podSettings, cfg *runtimeapi.ContainerConfig, sandboxCfg *runtimeapi.PodSandboxConfig, logPath string) (*container.Config, *container.HostConfig, error) {
 	labels := makeLabels(cfg.Labels, cfg.Annotations)
 	labels[containerTypeLabel] = containerTypeContainer
 	labels[sandboxIDLabel] = sandboxID
@@ -184,15 +190,10 @@ func (s *Service) containerDockerConfig(ctx context.Context, sandboxID string, r
 		return nil, nil, err
 	}
 	hostCfg := &container.HostConfig{Runtime: rt.DockerRuntime, Binds: binds, Mounts: mounts}
-	sandboxNS := sandboxCfg.GetLinux().GetSecurityContext().GetNamespaceOptions()
-	if err := s.applyNamespaces(ctx, hostCfg, sandboxID, sandboxNS, cfg.GetLinux().GetSecurityContext().GetNamespaceOptions()); err != nil {
+	if err := s.applyNamespaces(ctx, hostCfg, sandboxID, pod, cfg.GetLinux().GetSecurityContext().GetNamespaceOptions()); err != nil {
 		return nil, nil, err
 	}
-	parent, err := s.dockerCgroupParent(ctx, sandboxCfg.GetLinux().GetCgroupParent())
-	if err != nil {
-		return nil, nil, err
-	}
-	hostCfg.CgroupParent = parent
+	hostCfg.CgroupParent = pod.cgroupParent
 	files, err := s.applyResources(hostCfg, cfg.GetLinux().GetResources())
 	if err != nil {
 		return nil, nil, err
@@ -205,7 +206,7 @@ func (s *Service) containerDockerConfig(ctx context.Context, sandboxID string, r
 	}
 	s.applyContainerAnnotations(ctx, hostCfg, sandboxID, cfg, sandboxCfg)
 	s.applyLogLimit(ctx, hostCfg, sandboxID)
-	if err := s.applySecurityContext(ctx, containerCfg, hostCfg, cfg.GetLinux().GetSecurityContext(), sandboxCfg.GetLinux().GetSecurityContext().GetPrivileged(), rt); err != nil {
+	if err := s.applySecurityContext(ctx, containerCfg, hostCfg, cfg.GetLinux().GetSecurityContext(), s.sandboxPrivileged(pod, sandboxCfg), rt); err != nil {
 		return nil, nil, err
 	}
 	return containerCfg, hostCfg, nil
