@@ -64,7 +64,7 @@ var internalLabels = map[string]bool{
 var readBackLabels = []string{
 	containerTypeLabel, sandboxIDLabel, containerLogPathLabel,
 	handlerLabel, dockerRuntimeLabel, userImageLabel, criKeysLabel,
-	logLabel, logDirectoryLabel, cgroupV2Label, imagevolume.Label,
+	logLabel, logDirectoryLabel, cgroupV2Label, imagevolume.Label, privilegedPodLabel,
 }
 
 // reserveLabels sets each key of readBackLabels that labels lacks to "".

@@ -45,7 +45,10 @@ func (s *Service) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 		return nil, s.runtimeFailure(ctx, err, fmt.Sprintf("create sandbox %q", name), rt)
 	}
 	s.sandboxes.put(id, rt)
-	s.sandboxes.remember(id, recordOfConfig(cfg, rt))
+	rec := recordOfConfig(cfg, rt)
+	pod := settingsOf(hostCfg, containerCfg.Labels)
+	rec.pod = &pod
+	s.sandboxes.remember(id, rec)
 
 	if err := s.startContainer(ctx, id, startgate.Sandbox); err != nil {
 		s.reclaimFailedStart(ctx, id, err)
@@ -107,6 +110,7 @@ func (s *Service) sandboxDockerConfig(ctx context.Context, cfg *runtimeapi.PodSa
 	labels[containerTypeLabel] = containerTypeSandbox
 	labels[handlerLabel] = rt.Handler
 	labels[dockerRuntimeLabel] = rt.DockerRuntime
+	labels[privilegedPodLabel] = strconv.FormatBool(cfg.GetLinux().GetSecurityContext().GetPrivileged())
 
 	nsOpts := cfg.GetLinux().GetSecurityContext().GetNamespaceOptions()
 	hostNetwork := nsOpts.GetNetwork() == runtimeapi.NamespaceMode_NODE

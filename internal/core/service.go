@@ -163,6 +163,9 @@ type Service struct {
 	// logDirectoryExists replaces the check of a pod's log directory in unit tests, whose
 	// kubelet-like log directories do not exist; nil checks the file system.
 	logDirectoryExists func(dir string) error
+	// hostDirMaker replaces the creation of a missing host path in unit tests, which must not
+	// create directories outside their own; nil creates it (createMissingHostPaths).
+	hostDirMaker func(path string) error
 }
 
 // New builds the service and rebuilds its in-memory state from Docker. It fails when Docker
