@@ -89,7 +89,7 @@ func BenchmarkNodeFullOfPods(b *testing.B) {
 						}
 					}
 				}))
-				report(side.name+"-peak-rss-MiB", float64(peakRSS(b, side.d))/(1<<20))
+				report(side.name+"-peak-rss-MiB", float64(side.d.peakRSS())/(1<<20))
 			}
 			report("raw-ps-ms", meanMS(calls, func() {
 				if _, err := pd.Client.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", "io.kubernetes.docker.type"))}); err != nil {
@@ -108,7 +108,7 @@ func BenchmarkNodeFullOfPods(b *testing.B) {
 			if dir := os.Getenv("DENSITY_PROFILES"); dir != "" {
 				saveProfiles(b, ours, dir, n)
 			}
-			rss := peakRSS(b, ours)
+			rss := ours.peakRSS()
 			if lastSize > 0 {
 				report("ours-rss-KiB-per-extra-pod", float64(rss-lastRSS)/1024/float64(n-lastSize))
 			}
@@ -216,23 +216,6 @@ func meanMS(n int, f func()) float64 {
 		f()
 	}
 	return float64(time.Since(start).Microseconds()) / 1000 / float64(n)
-}
-
-// peakRSS is the daemon's peak resident set (VmHWM), in bytes.
-func peakRSS(b *testing.B, d *Daemon) int64 {
-	b.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", d.cmd.Process.Pid))
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb * 1024
-		}
-	}
-	b.Fatal("no VmHWM in /proc/PID/status")
-	return 0
 }
 
 // restartToAnswer stops d and starts it again, timing exec to its first ListPodSandbox answer.

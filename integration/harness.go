@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -224,6 +225,23 @@ func (d *Daemon) awaitLogLines(before int, fragment string) {
 	d.t.Helper()
 	testutil.Eventually(d.t, 30*time.Second, 10*time.Millisecond, func() bool { return d.logLines(fragment) > before },
 		"cri-dockerd did not log %q", fragment)
+}
+
+// peakRSS is the daemon's peak resident set (VmHWM), in bytes.
+func (d *Daemon) peakRSS() int64 {
+	d.t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", d.cmd.Process.Pid))
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb * 1024
+		}
+	}
+	d.t.Fatal("no VmHWM in /proc/PID/status")
+	return 0
 }
 
 func (d *Daemon) dumpLog() {

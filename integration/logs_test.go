@@ -81,6 +81,57 @@ func TestContainerLogIsInCRIFormatWithStreamsAndPartialLines(t *testing.T) {
 	}
 }
 
+// A terminal that writes without a newline does not grow the runtime: its endless line reaches
+// the log file as partial lines of --max-container-log-line-size (16 KiB) as it comes, with
+// nothing lost, while cri-dockerd's peak resident set stays near where it was. (Reading up to
+// the line's end held all of it, 276 MiB for 256 MiB written.)
+func TestEndlessTerminalLineIsCutAndHoldsNoMemory(t *testing.T) {
+	const size = 64 << 20
+	// Docker's own log must keep the whole output, for the count below on a slow machine.
+	d := StartDaemon(t, "--docker-log-max-size", "200m")
+	podCfg := newPodConfig(t, "endless")
+	sandboxID := runPod(t, d, podCfg, "")
+	cfg := containerConfig("tty", "yes x | tr -d '\\n' | head -c "+strconv.Itoa(size))
+	cfg.Tty = true
+	ctrID := createContainer(t, d, sandboxID, podCfg, cfg)
+	before := d.peakRSS()
+	startContainer(t, d, ctrID)
+	var st *runtimeapi.ContainerStatus
+	testutil.Eventually(t, 2*time.Minute, 100*time.Millisecond, func() bool {
+		resp, err := d.Runtime.ContainerStatus(t.Context(), &runtimeapi.ContainerStatusRequest{ContainerId: ctrID})
+		if err != nil {
+			t.Fatalf("ContainerStatus: %v", err)
+		}
+		st = resp.Status
+		return st.State == runtimeapi.ContainerState_CONTAINER_EXITED
+	}, "the container writing %d MiB did not exit", size>>20)
+	// The last lines may land after the drain that ContainerStatus waits for (it is bounded).
+	var text, partial, full int
+	testutil.Eventually(t, time.Minute, 500*time.Millisecond, func() bool {
+		text, partial, full = 0, 0, 0
+		for _, l := range readCRILog(t, st.LogPath) {
+			text += len(l.content)
+			if len(l.content) > 16<<10 {
+				t.Fatalf("a log line of %d bytes, over 16 KiB", len(l.content))
+			}
+			if l.tag == "P" {
+				partial++
+			} else {
+				full++
+			}
+		}
+		return text >= size
+	}, "the log did not reach the %d bytes written", size)
+	after := d.peakRSS()
+	if text != size || partial != size/(16<<10) || full != 0 {
+		t.Errorf("log holds %d bytes in %d partial and %d full lines, want %d in %d partial lines", text, partial, full, size, size/(16<<10))
+	}
+	t.Logf("peak RSS %d MiB before, %d MiB after %d MiB without a newline", before>>20, after>>20, size>>20)
+	if grew := after - before; grew > 32<<20 {
+		t.Errorf("cri-dockerd's peak resident set grew by %d MiB while the container wrote %d MiB without a newline", grew>>20, size>>20)
+	}
+}
+
 // waitExited waits until ContainerStatus reports the container exited, and returns the status:
 // by then its last lines must be in the log file.
 func waitExited(t *testing.T, d *Daemon, id string) *runtimeapi.ContainerStatus {

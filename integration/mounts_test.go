@@ -118,3 +118,50 @@ func indexOf(fields []string, s string) int {
 	}
 	return len(fields)
 }
+
+// A container_path that looks like a bind spec's options is a path: "/mnt/x:rshared" is a
+// private mount at exactly that path (as a bind spec it was a bidirectional mount at /mnt/x, in
+// a pod that is not privileged). A relative host_path, which Docker would take for a volume's
+// name, is refused; a missing host path is created as a directory, as containerd does, on
+// Docker 20.10 too (whose mounts have no CreateMountpoint).
+func TestMountPathsAreNotOptions(t *testing.T) {
+	src := sharedMountDir(t, "opts") // shared, so that an rshared mount of it could be made
+	missing := filepath.Join(t.TempDir(), "made", "here")
+
+	d := StartDaemon(t, "--network-plugin=")
+	podCfg := newPodConfig(t, "mountpaths")
+	sandboxID := runPod(t, d, podCfg, "")
+	cfg := containerConfig("colon", sleeper)
+	cfg.Mounts = []*runtimeapi.Mount{
+		{HostPath: src, ContainerPath: "/mnt/x:rshared"},
+		{HostPath: missing, ContainerPath: "/mnt/made"},
+	}
+	id := createContainer(t, d, sandboxID, podCfg, cfg)
+	startContainer(t, d, id)
+	out, _, code := execIn(t, d, id, "cat", "/proc/self/mountinfo")
+	if code != 0 {
+		t.Fatalf("cat mountinfo: exit %d", code)
+	}
+	if line := mountinfoLine(out, "/mnt/x"); line != "" {
+		t.Errorf("a mount at /mnt/x: the path's tail was read as options: %s", line)
+	}
+	line := mountinfoLine(out, "/mnt/x:rshared")
+	if line == "" {
+		t.Fatalf("/mnt/x:rshared is not a mount in the container:\n%s", out)
+	}
+	fields := strings.Fields(line)
+	if optional := strings.Join(fields[6:indexOf(fields, "-")], " "); strings.Contains(optional, "shared:") || strings.Contains(optional, "master:") {
+		t.Errorf("/mnt/x:rshared has propagation fields %q, want a private mount: %s", optional, line)
+	}
+	if fi, err := os.Stat(missing); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o755 {
+		t.Errorf("the missing host path after the create: %v, %v; want a directory 0755", fi, err)
+	}
+	if mountinfoLine(out, "/mnt/made") == "" {
+		t.Errorf("/mnt/made is not a mount in the container:\n%s", out)
+	}
+
+	cfg = containerConfig("relative", sleeper)
+	cfg.Mounts = []*runtimeapi.Mount{{HostPath: "data", ContainerPath: "/data"}}
+	_, err := d.Runtime.CreateContainer(t.Context(), &runtimeapi.CreateContainerRequest{PodSandboxId: sandboxID, Config: cfg, SandboxConfig: podCfg})
+	wantCode(t, err, codes.InvalidArgument, "host_path")
+}

@@ -187,6 +187,7 @@ func serve(ctx context.Context, cfg *config.Config) error {
 				KeepReply:                    replies.Keep,
 				ConcurrentStarts:             cfg.ConcurrentStarts(runtime.NumCPU()),
 				DockerLogLimit:               core.DockerLogLimit{MaxSize: cfg.DockerLogLimit(), MaxFile: cfg.DockerLogMaxFile},
+				MaxContainerLogLineSize:      cfg.MaxContainerLogLineSize,
 				StatsRefreshed:               statsRefreshed,
 				LogWriteFailed:               logWriteFailed,
 				KernelLog:                    kernelLog,

@@ -46,6 +46,10 @@ const (
 	// container's log to 30 MB, the kubelet's default for its CRI files being 50 MiB.
 	DefaultDockerLogMaxSize = "10m"
 	DefaultDockerLogMaxFile = 3
+	// DefaultMaxContainerLogLineSize is containerd's default max_container_log_line_size.
+	DefaultMaxContainerLogLineSize = 16 << 10
+	// maxContainerLogLineSizeLimit bounds the flag: each container with output holds a line.
+	maxContainerLogLineSizeLimit = 16 << 20
 )
 
 // Hairpin modes of --hairpin-mode, upstream's names.
@@ -105,6 +109,9 @@ type Config struct {
 	DockerLogMaxSize string
 	// DockerLogMaxFile is the max-file that goes with DockerLogMaxSize.
 	DockerLogMaxFile int
+	// MaxContainerLogLineSize is the longest text of one line of a CRI log file; a longer
+	// line is written as partial lines.
+	MaxContainerLogLineSize int
 }
 
 // DockerLogLimit is DockerLogMaxSize, "" when off.
@@ -147,6 +154,7 @@ func Default() *Config {
 		HairpinMode:               DefaultHairpinMode,
 		DockerLogMaxSize:          DefaultDockerLogMaxSize,
 		DockerLogMaxFile:          DefaultDockerLogMaxFile,
+		MaxContainerLogLineSize:   DefaultMaxContainerLogLineSize,
 	}
 }
 
@@ -270,6 +278,11 @@ func (c *Config) Validate() error {
 		if c.DockerLogMaxFile < 1 {
 			problems = append(problems, fmt.Sprintf("--docker-log-max-file %d: want 1 or more files", c.DockerLogMaxFile))
 		}
+	}
+	if c.MaxContainerLogLineSize < 1 || c.MaxContainerLogLineSize > maxContainerLogLineSizeLimit {
+		// containerd reads -1 as no limit; here a line always has one, or a container's
+		// endless line would take the runtime's memory.
+		problems = append(problems, fmt.Sprintf("--max-container-log-line-size %d: want 1 to %d bytes (a line is always cut: a container that writes without a newline must not fill our memory)", c.MaxContainerLogLineSize, maxContainerLogLineSizeLimit))
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("invalid configuration:\n  %s", strings.Join(problems, "\n  "))

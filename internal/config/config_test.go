@@ -165,6 +165,11 @@ func TestValidateLimitsAtTheirEdges(t *testing.T) {
 		{[]string{"--metrics-bind-addr", "127.0.0.1"}, "--metrics-bind-addr"},
 		{[]string{"--max-concurrent-starts", "-1"}, ""},
 		{[]string{"--max-concurrent-starts", "-2"}, "--max-concurrent-starts must be"},
+		{[]string{"--max-container-log-line-size", "1"}, ""},
+		{[]string{"--max-container-log-line-size", "16777216"}, ""},
+		{[]string{"--max-container-log-line-size", "16777217"}, "--max-container-log-line-size 16777217"},
+		{[]string{"--max-container-log-line-size", "0"}, "--max-container-log-line-size 0"},
+		{[]string{"--max-container-log-line-size", "-1"}, "a line is always cut"},
 	} {
 		_, err := parse(t, tc.args, "")
 		switch {

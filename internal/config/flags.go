@@ -79,6 +79,8 @@ func (c *Config) BindFlags(fs *pflag.FlagSet) {
 		`max-size of Docker's own json-file log of each container (Docker keeps it beside the CRI log file the kubelet rotates; without a bound it grows as long as the container runs). Set only when Docker's log driver is json-file and daemon.json sets no max-size; any other driver is left alone. "0" or "" leaves Docker's log settings alone`)
 	fs.IntVar(&c.DockerLogMaxFile, "docker-log-max-file", c.DockerLogMaxFile,
 		"max-file that goes with --docker-log-max-size: how many files of that size Docker keeps. cri-dockerd copies from them, so a longer outage of cri-dockerd under a chatty container loses what Docker dropped meanwhile")
+	fs.IntVar(&c.MaxContainerLogLineSize, "max-container-log-line-size", c.MaxContainerLogLineSize,
+		"the longest text of one line of a container's CRI log file, in bytes, as containerd's max_container_log_line_size: a longer line (a terminal's output without newlines) is written as partial lines, so a container cannot fill cri-dockerd's memory with one line. 1 to 16 MiB")
 	fs.StringVar(&c.StreamingBindAddr, "streaming-bind-addr", c.StreamingBindAddr,
 		"where the exec/attach/port-forward server listens: HOST:PORT, HOST (a free port) or :PORT (every interface); port 0 picks a free port")
 }

@@ -1,10 +1,8 @@
 package containerlog
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -336,11 +334,11 @@ func (f *follower) copyOnce(ctx context.Context, follow bool, watch rotationWatc
 		return err
 	}
 	defer stream.Close()
-	r := &messageReader{Reader: bufio.NewReaderSize(stream, streamBufferSize)}
+	r := newMessageReader(stream, f.tty, f.m.MaxLineSize)
 	seen := 0          // lines of messages stamped exactly from.Time offered in this pass
 	last := lastSent{} // per stream, in this pass
 	for {
-		streamName, msg, err := f.next(r)
+		streamName, msg, err := r.next()
 		if err != nil {
 			return err
 		}
@@ -398,57 +396,6 @@ func (l lastSent) sentAgain(stream string, at time.Time, msg []byte) bool {
 // logBufferSize is the write buffer of a followed log file: flushed at every message end that
 // the stream pauses after, so a chatty container makes few writes.
 const logBufferSize = 64 << 10
-
-// streamBufferSize is the read buffer of a container's log stream from Docker. Each followed
-// container holds one while it runs, quiet or not, so it is small: a message longer than it
-// (Docker's line parts reach 16 KiB) is read straight into its own slice, and a terminal's
-// line is gathered across fills.
-const streamBufferSize = 4 << 10
-
-// messageReader reads a log stream; rest is what a terminal's line held after its first
-// message.
-type messageReader struct {
-	*bufio.Reader
-	rest []byte
-}
-
-// next returns the next message of the stream and the name of the stream it came on.
-func (f *follower) next(r *messageReader) (string, []byte, error) {
-	if f.tty {
-		// A terminal has one stream, not multiplexed: one message per line, but for a line of
-		// 16 KiB or more, which Docker splits into parts that it sends back to back, each
-		// after the same stamp ("T part1T part2T part3\n"): one message per part.
-		line := r.rest
-		if line == nil {
-			var err error
-			line, err = r.ReadBytes('\n')
-			if err != nil && len(line) == 0 {
-				return "", nil, err
-			}
-		}
-		r.rest = nil
-		if stamp, _, ok := bytes.Cut(line, []byte(" ")); ok {
-			sep := line[:len(stamp)+1]
-			if i := bytes.Index(line[len(sep):], sep); i >= 0 {
-				line, r.rest = line[:len(sep)+i], line[len(sep)+i:]
-			}
-		}
-		return "stdout", line, nil
-	}
-	var header [8]byte
-	if _, err := io.ReadFull(r, header[:]); err != nil {
-		return "", nil, err
-	}
-	payload := make([]byte, binary.BigEndian.Uint32(header[4:]))
-	if _, err := io.ReadFull(r, payload); err != nil {
-		return "", nil, err
-	}
-	name := "stdout"
-	if header[0] == 2 {
-		name = "stderr"
-	}
-	return name, payload, nil
-}
 
 // criLines is how many CRI lines write makes of a message: one per line of it.
 func criLines(content []byte) int {

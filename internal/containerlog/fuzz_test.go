@@ -66,15 +66,18 @@ func writeFrame(w *bytes.Buffer, streamByte byte, msg []byte) {
 
 // FuzzCRILogWriter feeds the follower a Docker log stream made from the input — messages of
 // stdout or stderr (multiplexed) or of a terminal, each with a timestamp and arbitrary
-// content — and checks that every line written parses as `TIMESTAMP STREAM P|F TEXT`, and
-// that per stream the texts of the lines (F lines with their newline) are the input.
+// content — and checks that every line written parses as `TIMESTAMP STREAM P|F TEXT` with a
+// text no longer than the maximum line (maxLine; 0 is the default), and that per stream the
+// texts of the lines (F lines with their newline) are the input.
 func FuzzCRILogWriter(f *testing.F) {
-	f.Add(false, []byte("\x01hello\n\x02oops\n\x01part\x01ial\n"))
-	f.Add(false, []byte("\x01no newline"))
-	f.Add(false, []byte("\x01a\nb\n\x02\n\x01\r\n"))
-	f.Add(true, []byte("\x01line one\n\x01line two\n\x01tail"))
-	f.Add(false, []byte("\x01"+strings.Repeat("x", 300)+"\n"))
-	f.Fuzz(func(t *testing.T, tty bool, data []byte) {
+	f.Add(false, []byte("\x01hello\n\x02oops\n\x01part\x01ial\n"), uint8(0))
+	f.Add(false, []byte("\x01no newline"), uint8(0))
+	f.Add(false, []byte("\x01a\nb\n\x02\n\x01\r\n"), uint8(0))
+	f.Add(true, []byte("\x01line one\n\x01line two\n\x01tail"), uint8(0))
+	f.Add(false, []byte("\x01"+strings.Repeat("x", 300)+"\n"), uint8(0))
+	f.Add(false, []byte("\x01"+strings.Repeat("x", 300)+"\n\x02abcdef"), uint8(7))
+	f.Add(true, []byte("\x01"+strings.Repeat("x", 300)+"\n\x01abcdefgh\n"), uint8(4))
+	f.Fuzz(func(t *testing.T, tty bool, data []byte, maxLine uint8) {
 		// The input is a sequence of messages, each a stream byte (2: stderr, else stdout)
 		// and its content up to the next byte 0x01 or 0x02.
 		var stream bytes.Buffer
@@ -123,7 +126,7 @@ func FuzzCRILogWriter(f *testing.F) {
 		}
 		var out bytes.Buffer
 		fl := &follower{
-			m:        &Manager{docker: streamDocker{stream.Bytes()}, log: logrus.NewEntry(logrus.New())},
+			m:        &Manager{docker: streamDocker{stream.Bytes()}, log: logrus.NewEntry(logrus.New()), MaxLineSize: int(maxLine)},
 			id:       "c",
 			tty:      tty,
 			file:     bufferFile{&out},
@@ -150,6 +153,9 @@ func FuzzCRILogWriter(f *testing.F) {
 			}
 			if _, err := time.Parse(time.RFC3339Nano, string(fields[0])); err != nil {
 				t.Fatalf("line %q: timestamp: %v", line, err)
+			}
+			if maxLine > 0 && len(fields[3]) > int(maxLine) {
+				t.Fatalf("line %q: longer than %d", line, maxLine)
 			}
 			buf, ok := got[string(fields[1])]
 			if !ok {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"os"
+	"syscall"
 	"time"
 )
 
@@ -18,7 +19,8 @@ type logFile interface {
 // whole line, cutting off what follows it: a line cut by a crash or a full filesystem, which
 // resume does not count as written and which the next line would otherwise be joined to.
 func openLogFile(path string) (logFile, int64, error) {
-	file, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o640)
+	// O_NOFOLLOW: a symbolic link put where the log goes does not lead our writes elsewhere.
+	file, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW, 0o640)
 	if err != nil {
 		return nil, 0, err
 	}

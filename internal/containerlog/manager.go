@@ -34,6 +34,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
@@ -63,6 +64,9 @@ type Manager struct {
 	// WriteFailed, when set, is told of each write to a log file that failed (a full
 	// filesystem): its lines are copied again from Docker once a write succeeds.
 	WriteFailed func()
+	// MaxLineSize is the longest text of a CRI log line (DefaultMaxLineSize when 0): a longer
+	// line is written as partial lines.
+	MaxLineSize int
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -271,7 +275,7 @@ func createFile(path string) error {
 	if err := mkdirOne(filepath.Dir(path)); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW, 0o640)
 	if err != nil {
 		return err
 	}

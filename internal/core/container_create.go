@@ -59,8 +59,16 @@ func (s *Service) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 		return nil, status.Errorf(codes.FailedPrecondition, "pod sandbox %q is not running: a stopped pod takes no new containers", sandboxID)
 	}
 
-	containerCfg, hostCfg, err := s.containerDockerConfig(ctx, sandboxID, rt, cfg, sandboxCfg, logPath)
+	pod, err := s.sandboxSettings(ctx, sandboxID)
 	if err != nil {
+		return nil, err
+	}
+	s.logSettingsDisagreement(ctx, sandboxID, pod, sandboxCfg)
+	containerCfg, hostCfg, err := s.containerDockerConfig(ctx, sandboxID, rt, pod, cfg, sandboxCfg, logPath)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.createMissingHostPaths(cfg.Mounts); err != nil {
 		return nil, err
 	}
 	name := makeContainerName(sandboxCfg.Metadata, cfg.Metadata)
@@ -101,9 +109,18 @@ func validateContainerConfig(cfg *runtimeapi.ContainerConfig) error {
 	if sc := cfg.GetLinux().GetSecurityContext(); sc.GetRunAsGroup() != nil && sc.GetRunAsUser() == nil && sc.GetRunAsUsername() == "" {
 		return invalidf("container config: run_as_group needs run_as_user or run_as_username")
 	}
+	targets := map[string]string{} // cleaned container path -> as the request wrote it
 	for _, m := range cfg.Mounts {
+		// Docker takes one mount per target, as it cleans it.
+		if m.ContainerPath != "" {
+			target := filepath.Clean(m.ContainerPath)
+			if first, ok := targets[target]; ok {
+				return invalidf("mounts %q and %q: two mounts at container_path %q, and Docker takes one mount per path", first, m.ContainerPath, target)
+			}
+			targets[target] = m.ContainerPath
+		}
 		if len(m.MountOptions) > 0 {
-			// Docker's binds take ro, propagation and SELinux relabelling only (Status says
+			// Docker's bind mounts take ro, propagation and SELinux relabelling only (Status says
 			// features.mount_options false).
 			return invalidf("mount %q -> %q: mount option %q: %s", m.HostPath, m.ContainerPath, m.MountOptions[0], mountOptionsRefusal)
 		}
@@ -119,6 +136,10 @@ func validateContainerConfig(cfg *runtimeapi.ContainerConfig) error {
 		if m.HostPath == "" {
 			return invalidf("mount -> %q: host_path is required", m.ContainerPath)
 		}
+		if !filepath.IsAbs(m.HostPath) {
+			// Docker would take it for the name of a volume of its own.
+			return invalidf("mount %q -> %q: host_path must be an absolute path", m.HostPath, m.ContainerPath)
+		}
 	}
 	for _, kv := range cfg.Envs {
 		if kv.Key == "" {
@@ -128,14 +149,18 @@ func validateContainerConfig(cfg *runtimeapi.ContainerConfig) error {
 	return nil
 }
 
-// containerDockerConfig is the Docker configuration of a container in sandbox sandboxID.
+// containerDockerConfig is the Docker configuration of a container in sandbox sandboxID, whose
+// pod-level settings (namespaces, privileged, cgroup parent) are pod's, not sandboxCfg's.
 // logPath is the checked path of its log file ("" for none): see containerLogPath.
-func (s *Service) containerDockerConfig(ctx context.Context, sandboxID string, rt podRuntime, cfg *runtimeapi.ContainerConfig, sandboxCfg *runtimeapi.PodSandboxConfig, logPath string) (*container.Config, *container.HostConfig, error) {
+func (s *Service) containerDockerConfig(ctx context.Context, sandboxID string, rt podRuntime, pod podSettings, cfg *runtimeapi.ContainerConfig, sandboxCfg *runtimeapi.PodSandboxConfig, logPath string) (*container.Config, *container.HostConfig, error) {
 	labels := makeLabels(cfg.Labels, cfg.Annotations)
+	// Every key of ours first, empty: what follows (and imagevolume's Prepare) sets those in use.
+	reserveLabels(labels)
 	labels[containerTypeLabel] = containerTypeContainer
 	labels[sandboxIDLabel] = sandboxID
 	if logPath != "" {
 		labels[containerLogPathLabel] = logPath
+		labels[logDirectoryLabel] = filepath.Clean(sandboxCfg.LogDirectory)
 		labels[logLabel] = logCRI
 		if cfg.Tty {
 			labels[logLabel] = logCRIWithT
@@ -168,15 +193,10 @@ func (s *Service) containerDockerConfig(ctx context.Context, sandboxID string, r
 		return nil, nil, err
 	}
 	hostCfg := &container.HostConfig{Runtime: rt.DockerRuntime, Binds: binds, Mounts: mounts}
-	sandboxNS := sandboxCfg.GetLinux().GetSecurityContext().GetNamespaceOptions()
-	if err := s.applyNamespaces(ctx, hostCfg, sandboxID, sandboxNS, cfg.GetLinux().GetSecurityContext().GetNamespaceOptions()); err != nil {
+	if err := s.applyNamespaces(ctx, hostCfg, sandboxID, pod, cfg.GetLinux().GetSecurityContext().GetNamespaceOptions()); err != nil {
 		return nil, nil, err
 	}
-	parent, err := s.dockerCgroupParent(ctx, sandboxCfg.GetLinux().GetCgroupParent())
-	if err != nil {
-		return nil, nil, err
-	}
-	hostCfg.CgroupParent = parent
+	hostCfg.CgroupParent = pod.cgroupParent
 	files, err := s.applyResources(hostCfg, cfg.GetLinux().GetResources())
 	if err != nil {
 		return nil, nil, err
@@ -189,7 +209,7 @@ func (s *Service) containerDockerConfig(ctx context.Context, sandboxID string, r
 	}
 	s.applyContainerAnnotations(ctx, hostCfg, sandboxID, cfg, sandboxCfg)
 	s.applyLogLimit(ctx, hostCfg, sandboxID)
-	if err := s.applySecurityContext(ctx, containerCfg, hostCfg, cfg.GetLinux().GetSecurityContext(), sandboxCfg.GetLinux().GetSecurityContext().GetPrivileged(), rt); err != nil {
+	if err := s.applySecurityContext(ctx, containerCfg, hostCfg, cfg.GetLinux().GetSecurityContext(), s.sandboxPrivileged(pod, sandboxCfg), rt); err != nil {
 		return nil, nil, err
 	}
 	return containerCfg, hostCfg, nil

@@ -17,9 +17,11 @@ import (
 	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
 )
 
-// maxExecOutput caps what ExecSync buffers per stream, as the kubelet's probes need little and a
-// runaway command must not exhaust our memory.
-const maxExecOutput = 16 << 20
+// maxExecOutput caps what ExecSync buffers of both streams together: the kubelet's probes need
+// little, a runaway command must not exhaust our memory, and the reply must stay under the
+// 16 MiB gRPC message limit (less room for the reply's framing), or the command's result is
+// lost with it.
+const maxExecOutput = 16<<20 - 64<<10
 
 // ExecSync runs a command in a running container and returns its output and exit code. When the
 // timeout expires the process is killed, not left running as upstream cri-dockerd leaves it,
@@ -68,7 +70,8 @@ func (s *Service) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest)
 	}
 	defer stream.Close()
 
-	var stdout, stderr cappedBuffer
+	room := maxExecOutput
+	stdout, stderr := cappedBuffer{room: &room}, cappedBuffer{room: &room}
 	copied := make(chan error, 1)
 	go func() {
 		_, err := stdcopy.StdCopy(&stdout, &stderr, stream.Reader)
@@ -132,12 +135,17 @@ func (s *Service) execKiller() execkill.Killer {
 	return execkill.Killer{Docker: s.docker, Proc: s.stats.Host().Proc()}
 }
 
-// cappedBuffer keeps the first maxExecOutput bytes and drops the rest.
-type cappedBuffer struct{ bytes.Buffer }
+// cappedBuffer keeps what it is written while room, which the buffers of one exec share (one
+// goroutine writes both), lasts, and drops the rest: the output is cut, the call does not fail.
+type cappedBuffer struct {
+	bytes.Buffer
+	room *int
+}
 
 func (b *cappedBuffer) Write(p []byte) (int, error) {
-	if room := maxExecOutput - b.Len(); room > 0 {
-		b.Buffer.Write(p[:min(len(p), room)])
+	if n := min(len(p), *b.room); n > 0 {
+		b.Buffer.Write(p[:n])
+		*b.room -= n
 	}
 	return len(p), nil
 }

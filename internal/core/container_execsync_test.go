@@ -8,24 +8,34 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
 )
 
-// ExecSync keeps the first maxExecOutput bytes of a stream and drops the rest, however Docker
-// splits the stream into frames; every write succeeds, so the copy goes on to the exit code.
+// ExecSync keeps the first maxExecOutput bytes of both streams together and drops the rest,
+// however Docker splits the streams into frames; every write succeeds, so the copy goes on to
+// the exit code, and the reply fits in a gRPC message.
 func TestExecOutputKeepsTheFirstMaxExecOutputBytes(t *testing.T) {
-	var b cappedBuffer
-	for i, n := range []int{maxExecOutput - 10, 20, 5} {
-		p := bytes.Repeat([]byte{byte('a' + i)}, n)
-		if w, err := b.Write(p); w != n || err != nil {
-			t.Fatalf("write %d of %d bytes = %d, %v", i, n, w, err)
+	room := maxExecOutput
+	stdout, stderr := cappedBuffer{room: &room}, cappedBuffer{room: &room}
+	for i, w := range []struct {
+		b *cappedBuffer
+		n int
+	}{{&stdout, maxExecOutput - 10}, {&stderr, 4}, {&stdout, 20}, {&stderr, 5}} {
+		p := bytes.Repeat([]byte{byte('a' + i)}, w.n)
+		if n, err := w.b.Write(p); n != w.n || err != nil {
+			t.Fatalf("write %d of %d bytes = %d, %v", i, w.n, n, err)
 		}
 	}
-	got := b.Bytes()
-	if len(got) != maxExecOutput || got[maxExecOutput-11] != 'a' || got[maxExecOutput-10] != 'b' || got[maxExecOutput-1] != 'b' {
-		t.Errorf("kept %d bytes ending %q, want %d ending in ten b's", len(got), got[max(0, len(got)-12):], maxExecOutput)
+	out, errOut := stdout.Bytes(), stderr.Bytes()
+	if len(out)+len(errOut) != maxExecOutput || string(errOut) != "bbbb" || !strings.HasSuffix(string(out), "aacccccc") {
+		t.Errorf("kept %d + %d bytes (stderr %q, stdout ending %q), want %d in all", len(out), len(errOut), errOut, out[max(0, len(out)-12):], maxExecOutput)
+	}
+	reply := &runtimeapi.ExecSyncResponse{Stdout: out, Stderr: errOut, ExitCode: 1}
+	if size := proto.Size(reply); size > 16<<20 {
+		t.Errorf("the reply is %d bytes, over the 16 MiB gRPC limit", size)
 	}
 }
 

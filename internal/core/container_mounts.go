@@ -3,6 +3,9 @@ package core
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,8 +16,8 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// hostMounts turns the CRI's host-path mounts into Docker binds (host:ctr[:options]) and
-// mounts, with containerd's semantics on every engine:
+// hostMounts turns the CRI's host-path mounts into Docker mounts of type bind, with
+// containerd's semantics on every engine:
 //
 //	readonly  recursive_read_only  what the container gets
 //	false     false                rbind, read-write, the propagation asked
@@ -22,16 +25,17 @@ import (
 //	true      true                 rbind, read-only all the way down; private propagation only
 //	false     true                 refused
 //
-// From Engine API 1.44 a read-only bind spec ("ro") is made recursively read-only, so read-only
-// mounts go as mounts with ReadOnlyNonRecursive there. SELinux relabel exists only for binds:
-// where SELinux is off (relabel is a no-op, as in containerd) it is not needed; where it is on,
-// a relabelled read-only mount stays a bind, and Docker makes it recursive (said once).
-// Image volumes are internal/imagevolume's.
+// Paths go as they are: a bind spec (host:ctr[:options]) would read options out of a path, so
+// that a container_path "/x:rshared" became a bidirectional mount at /x and "/x:Z" relabelled
+// the host directory. Only SELinux relabel needs a bind spec (Docker has no mount option for
+// it): where SELinux is on, a relabelled mount is one, and its paths may not hold a ':'; where
+// it is off, relabel is a no-op, as in containerd. A relabelled read-only bind spec is made
+// recursively read-only from Engine API 1.44 (said once). Image volumes are internal/imagevolume's.
 func (s *Service) hostMounts(ctx context.Context, mounts []*runtimeapi.Mount) ([]string, []mount.Mount, error) {
 	engine := s.engine()
 	selinux := false
 	for _, m := range mounts {
-		if m.SelinuxRelabel && m.Readonly && engine.readOnlyModes {
+		if m.SelinuxRelabel && m.GetImage().GetImage() == "" {
 			selinux = s.selinuxEnabled(ctx)
 			break
 		}
@@ -48,32 +52,43 @@ func (s *Service) hostMounts(ctx context.Context, mounts []*runtimeapi.Mount) ([
 		if m.GetImage().GetImage() != "" {
 			continue
 		}
-		if m.RecursiveReadOnly {
-			rro, err := recursiveReadOnlyMount(m, engine, selinux)
+		relabel := m.SelinuxRelabel && selinux
+		switch {
+		case m.RecursiveReadOnly:
+			rro, err := recursiveReadOnlyMount(m, engine, relabel)
 			if err != nil {
 				return nil, nil, err
 			}
 			out = append(out, rro)
-			continue
-		}
-		if m.Readonly && engine.readOnlyModes {
-			if !(m.SelinuxRelabel && selinux) {
-				out = append(out, mount.Mount{
-					Type: mount.TypeBind, Source: m.HostPath, Target: m.ContainerPath, ReadOnly: true,
-					BindOptions: &mount.BindOptions{Propagation: dockerPropagation(m.Propagation), ReadOnlyNonRecursive: true, CreateMountpoint: true},
-				})
-				continue
+		case relabel:
+			bind, err := relabelBindSpec(m)
+			if err != nil {
+				return nil, nil, err
 			}
-			s.warnOnce("rro-selinux", "Docker Engine API %s makes read-only binds recursively read-only and cannot relabel a mount for SELinux otherwise: read-only mounts with SELinux relabel are read-only all the way down on this node", engine.apiVersion)
+			if m.Readonly && engine.readOnlyModes {
+				s.warnOnce("rro-selinux", "Docker Engine API %s makes read-only binds recursively read-only and cannot relabel a mount for SELinux otherwise: read-only mounts with SELinux relabel are read-only all the way down on this node", engine.apiVersion)
+			}
+			binds = append(binds, bind)
+		default:
+			out = append(out, bindMount(m, engine))
 		}
-		binds = append(binds, bindSpec(m))
 	}
 	return binds, out, nil
 }
 
+// bindMount is a host path mounted as the CRI asks. CreateMountpoint has Docker (API 1.42+)
+// create a host path that went missing after createMissingHostPaths; older engines ignore it.
+func bindMount(m *runtimeapi.Mount, engine engineFeatures) mount.Mount {
+	opts := &mount.BindOptions{Propagation: dockerPropagation(m.Propagation), CreateMountpoint: true}
+	// From API 1.44 a read-only bind is recursively read-only unless it says otherwise; before,
+	// it is read-only at the top only (and the field does not exist).
+	opts.ReadOnlyNonRecursive = m.Readonly && engine.readOnlyModes
+	return mount.Mount{Type: mount.TypeBind, Source: m.HostPath, Target: m.ContainerPath, ReadOnly: m.Readonly, BindOptions: opts}
+}
+
 // recursiveReadOnlyMount is a mount read-only all the way down, which a bind spec cannot say.
 // As containerd: it makes sense only for a read-only, private mount.
-func recursiveReadOnlyMount(m *runtimeapi.Mount, engine engineFeatures, selinux bool) (mount.Mount, error) {
+func recursiveReadOnlyMount(m *runtimeapi.Mount, engine engineFeatures, relabel bool) (mount.Mount, error) {
 	switch {
 	case !m.Readonly:
 		return mount.Mount{}, invalidf("mount %q -> %q: recursive_read_only needs readonly", m.HostPath, m.ContainerPath)
@@ -81,7 +96,7 @@ func recursiveReadOnlyMount(m *runtimeapi.Mount, engine engineFeatures, selinux 
 		return mount.Mount{}, invalidf("mount %q -> %q: recursive_read_only needs private propagation, not %s", m.HostPath, m.ContainerPath, m.Propagation)
 	case !engine.readOnlyModes:
 		return mount.Mount{}, status.Errorf(codes.Unimplemented, "mount %q -> %q: recursive read-only mounts need Docker 25 (Engine API %s); this Docker speaks %s", m.HostPath, m.ContainerPath, apiReadOnlyModes, engine.apiVersion)
-	case m.SelinuxRelabel && selinux:
+	case relabel:
 		return mount.Mount{}, status.Errorf(codes.Unimplemented, "mount %q -> %q: Docker cannot relabel a recursive read-only mount for SELinux, and SELinux is on", m.HostPath, m.ContainerPath)
 	}
 	return mount.Mount{
@@ -90,8 +105,15 @@ func recursiveReadOnlyMount(m *runtimeapi.Mount, engine engineFeatures, selinux 
 	}, nil
 }
 
-// bindSpec is a Docker bind: host:container[:options].
-func bindSpec(m *runtimeapi.Mount) string {
+// relabelBindSpec is a Docker bind spec, host:container:options, the one form in which Docker
+// relabels a host path for SELinux. Docker splits the spec at every ':', so a path with one
+// would move options into it: refused. (A ',' splits only the options, which come last.)
+func relabelBindSpec(m *runtimeapi.Mount) (string, error) {
+	for _, p := range []struct{ field, path string }{{"host_path", m.HostPath}, {"container_path", m.ContainerPath}} {
+		if strings.Contains(p.path, ":") {
+			return "", invalidf("mount %q -> %q: %s %q has a ':', and SELinux relabel needs a Docker bind spec, where ':' separates the paths and options", m.HostPath, m.ContainerPath, p.field, p.path)
+		}
+	}
 	var opts []string
 	if m.Readonly {
 		opts = append(opts, "ro")
@@ -102,14 +124,44 @@ func bindSpec(m *runtimeapi.Mount) string {
 	case runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL:
 		opts = append(opts, "rshared")
 	}
-	if m.SelinuxRelabel {
-		opts = append(opts, "Z")
+	opts = append(opts, "Z")
+	return m.HostPath + ":" + m.ContainerPath + ":" + strings.Join(opts, ","), nil
+}
+
+// createMissingHostPaths makes each host path that does not exist a directory (0755), as
+// containerd does before it mounts and Docker did for binds: Docker 20.10 (API 1.41) has no
+// CreateMountpoint, and its mounts fail on a missing source. Run once the request is checked,
+// so that a refused request leaves no directory behind.
+func (s *Service) createMissingHostPaths(mounts []*runtimeapi.Mount) error {
+	for _, m := range mounts {
+		if m.HostPath == "" || m.GetImage().GetImage() != "" {
+			continue
+		}
+		_, err := os.Stat(m.HostPath)
+		if err == nil {
+			continue
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			err = s.makeHostDir(m.HostPath)
+		}
+		if err != nil {
+			return status.Errorf(codes.FailedPrecondition, "mount %q -> %q: host_path: %v", m.HostPath, m.ContainerPath, err)
+		}
 	}
-	bind := m.HostPath + ":" + m.ContainerPath
-	if len(opts) > 0 {
-		bind += ":" + strings.Join(opts, ",")
+	return nil
+}
+
+// makeHostDir creates a missing host path; unit tests keep it inside their own directories.
+func (s *Service) makeHostDir(path string) error {
+	if s.hostDirMaker != nil {
+		return s.hostDirMaker(path)
 	}
-	return bind
+	return mkdirHostPath(path)
+}
+
+// mkdirHostPath creates a host path as containerd does: a directory, 0755, with its parents.
+func mkdirHostPath(path string) error {
+	return os.MkdirAll(path, 0o755)
 }
 
 func dockerPropagation(p runtimeapi.MountPropagation) mount.Propagation {

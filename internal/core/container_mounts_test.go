@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -17,11 +20,11 @@ import (
 )
 
 func TestRecursiveReadOnlyMounts(t *testing.T) {
-	data := t.TempDir() // Docker's mounts API wants the source to exist
+	data, app := t.TempDir(), t.TempDir()
 	rro := func(cfg *runtimeapi.ContainerConfig) {
 		cfg.Mounts = []*runtimeapi.Mount{
 			{HostPath: data, ContainerPath: "/data", Readonly: true, RecursiveReadOnly: true},
-			{HostPath: "/etc/app", ContainerPath: "/etc/app", Readonly: true},
+			{HostPath: app, ContainerPath: "/etc/app", Readonly: true},
 		}
 	}
 
@@ -102,9 +105,9 @@ func TestKernelAtLeast(t *testing.T) {
 	}
 }
 
-// Host-path mounts have containerd's semantics on every engine: before API 1.44 a "ro" bind
-// is read-only at the top only; from 1.44 Docker would make it recursive, so read-only mounts
-// go as mounts with ReadOnlyNonRecursive. SELinux relabel needs a bind only where SELinux is on.
+// Host-path mounts have containerd's semantics on every engine: before API 1.44 a read-only
+// mount is read-only at the top only; from 1.44 Docker would make it recursive, so read-only
+// mounts say ReadOnlyNonRecursive. SELinux relabel needs a bind spec, only where SELinux is on.
 func TestHostMountsMatchContainerdOnEveryEngine(t *testing.T) {
 	const (
 		private = runtimeapi.MountPropagation_PROPAGATION_PRIVATE
@@ -128,18 +131,22 @@ func TestHostMountsMatchContainerdOnEveryEngine(t *testing.T) {
 		prop    runtimeapi.MountPropagation
 		want    want
 	}{
-		// Docker 20.10: bind specs say everything but recursive read-only.
-		{api: "1.41", prop: private, want: want{bind: "/h:/c"}},
-		{api: "1.41", prop: slave, want: want{bind: "/h:/c:rslave"}},
-		{api: "1.41", prop: shared, want: want{bind: "/h:/c:rshared"}},
-		{api: "1.41", ro: true, prop: private, want: want{bind: "/h:/c:ro"}},
-		{api: "1.41", ro: true, prop: slave, want: want{bind: "/h:/c:ro,rslave"}},
-		{api: "1.41", ro: true, relabel: true, prop: private, want: want{bind: "/h:/c:ro,Z"}},
+		// Docker 20.10: a read-only mount is read-only at the top only.
+		{api: "1.41", prop: private, want: want{mount: m(false, mount.PropagationRPrivate, false, false)}},
+		{api: "1.41", prop: slave, want: want{mount: m(false, mount.PropagationRSlave, false, false)}},
+		{api: "1.41", prop: shared, want: want{mount: m(false, mount.PropagationRShared, false, false)}},
+		{api: "1.41", ro: true, prop: private, want: want{mount: m(true, mount.PropagationRPrivate, false, false)}},
+		{api: "1.41", ro: true, prop: slave, want: want{mount: m(true, mount.PropagationRSlave, false, false)}},
+		{api: "1.41", ro: true, relabel: true, prop: private, want: want{mount: m(true, mount.PropagationRPrivate, false, false)}},
+		{api: "1.41", selinux: true, ro: true, relabel: true, prop: private, want: want{bind: "/h:/c:ro,Z"}},
+		{api: "1.41", selinux: true, relabel: true, prop: shared, want: want{bind: "/h:/c:rshared,Z"}},
 		{api: "1.41", ro: true, rro: true, prop: private, want: want{code: codes.Unimplemented}},
 		{api: "1.41", rro: true, prop: private, want: want{code: codes.InvalidArgument}},
-		// Docker 25+: read-write stays a bind; read-only becomes a non-recursive mount.
-		{api: "1.44", prop: shared, want: want{bind: "/h:/c:rshared"}},
-		{api: "1.51", relabel: true, prop: private, want: want{bind: "/h:/c:Z"}},
+		// Docker 25+: read-only says non-recursive, or Docker would make it recursive.
+		{api: "1.44", prop: shared, want: want{mount: m(false, mount.PropagationRShared, false, false)}},
+		{api: "1.51", relabel: true, prop: private, want: want{mount: m(false, mount.PropagationRPrivate, false, false)}},
+		{api: "1.51", selinux: true, relabel: true, prop: private, want: want{bind: "/h:/c:Z"}},
+		{api: "1.51", selinux: true, ro: true, relabel: true, prop: slave, want: want{bind: "/h:/c:ro,rslave,Z"}},
 		{api: "1.44", ro: true, prop: private, want: want{mount: m(true, mount.PropagationRPrivate, true, false)}},
 		{api: "1.51", ro: true, prop: slave, want: want{mount: m(true, mount.PropagationRSlave, true, false)}},
 		{api: "1.51", ro: true, prop: shared, want: want{mount: m(true, mount.PropagationRShared, true, false)}},
@@ -245,5 +252,142 @@ func TestRecursiveReadOnlyFromRuntimeFeatures(t *testing.T) {
 	}
 	if seen != len(want) {
 		t.Errorf("%d of the %d handlers listed: %v", seen, len(want), st.RuntimeHandlers)
+	}
+}
+
+// No part of a path is ever read as mount options: a container_path of "/x:rshared" or "/x:Z"
+// is a mount at exactly that path, private, with no relabel (a bind spec would have made it a
+// bidirectional mount at /x in an unprivileged pod, or relabelled the host directory). Where
+// SELinux relabel needs a bind spec, a path with ':' is refused, naming its field.
+func TestMountPathsAreNeverMountOptions(t *testing.T) {
+	for _, api := range []string{"1.41", "1.51"} {
+		for _, target := range []string{"/x:rshared", "/x:Z", "/x:ro,rshared"} {
+			for _, relabel := range []bool{false, true} { // SELinux is off: relabel is a no-op
+				fake := libdocker.NewFake()
+				fake.SetAPIVersion(api)
+				s := newTestService(t, fake, Options{})
+				src := t.TempDir()
+				what := fmt.Sprintf("API %s, container_path %q, relabel=%v", api, target, relabel)
+				c, err := createWith(t, s, fake, func(cfg *runtimeapi.ContainerConfig) {
+					cfg.Mounts = []*runtimeapi.Mount{{HostPath: src, ContainerPath: target, SelinuxRelabel: relabel}}
+				})
+				if err != nil {
+					t.Errorf("%s: %v", what, err)
+					continue
+				}
+				if len(c.HostConfig.Binds) != 0 || len(c.HostConfig.Mounts) != 1 {
+					t.Errorf("%s: binds %q mounts %+v, want one mount", what, c.HostConfig.Binds, c.HostConfig.Mounts)
+					continue
+				}
+				m := c.HostConfig.Mounts[0]
+				if m.Type != mount.TypeBind || m.Source != src || m.Target != target || m.ReadOnly || m.BindOptions == nil || m.BindOptions.Propagation != mount.PropagationRPrivate {
+					t.Errorf("%s: mount %+v (%+v), want a private read-write bind at exactly that path", what, m, m.BindOptions)
+				}
+				if len(c.Mounts) != 1 || c.Mounts[0].Destination != target || c.Mounts[0].Propagation != mount.PropagationRPrivate || !c.Mounts[0].RW {
+					t.Errorf("%s: Docker mounted %+v", what, c.Mounts)
+				}
+			}
+		}
+	}
+
+	// SELinux on: relabel needs a bind spec, which cannot hold a ':' in either path.
+	fake := libdocker.NewFake()
+	fake.SetAPIVersion("1.51")
+	fake.SetSecurityOptions("name=seccomp,profile=builtin", "name=selinux")
+	s := newTestService(t, fake, Options{})
+	colon := filepath.Join(t.TempDir(), "a:b")
+	if err := os.Mkdir(colon, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	before := fake.Calls("CreateContainer")
+	for _, tc := range []struct {
+		mount *runtimeapi.Mount
+		field string
+	}{
+		{&runtimeapi.Mount{HostPath: t.TempDir(), ContainerPath: "/x:rshared", SelinuxRelabel: true}, "container_path"},
+		{&runtimeapi.Mount{HostPath: t.TempDir(), ContainerPath: "/x:Z", SelinuxRelabel: true, Readonly: true}, "container_path"},
+		{&runtimeapi.Mount{HostPath: colon, ContainerPath: "/x", SelinuxRelabel: true}, "host_path"},
+	} {
+		_, err := createWith(t, s, fake, func(cfg *runtimeapi.ContainerConfig) { cfg.Mounts = []*runtimeapi.Mount{tc.mount} })
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), tc.field) {
+			t.Errorf("relabel of %q -> %q with SELinux on: %v, want InvalidArgument naming %s", tc.mount.HostPath, tc.mount.ContainerPath, err, tc.field)
+		}
+	}
+	if n := fake.Calls("CreateContainer") - before; n != 3 {
+		t.Errorf("%d Docker creates for 3 pods, want only their sandboxes", n)
+	}
+	// Without relabel the same paths are mounts, SELinux or not.
+	c, err := createWith(t, s, fake, func(cfg *runtimeapi.ContainerConfig) {
+		cfg.Mounts = []*runtimeapi.Mount{{HostPath: colon, ContainerPath: "/x:rshared"}}
+	})
+	if err != nil || len(c.HostConfig.Binds) != 0 || len(c.HostConfig.Mounts) != 1 || c.HostConfig.Mounts[0].Target != "/x:rshared" {
+		t.Errorf("no relabel, SELinux on: %v, %+v", err, c)
+	}
+	// And relabel of plain paths still goes as a bind spec with Z.
+	plain := t.TempDir()
+	c, err = createWith(t, s, fake, func(cfg *runtimeapi.ContainerConfig) {
+		cfg.Mounts = []*runtimeapi.Mount{{HostPath: plain, ContainerPath: "/data", SelinuxRelabel: true}}
+	})
+	if err != nil || !slices.Equal(c.HostConfig.Binds, []string{plain + ":/data:Z"}) || len(c.HostConfig.Mounts) != 0 {
+		t.Errorf("relabel with SELinux on: %v, binds %q mounts %+v", err, c.HostConfig.Binds, c.HostConfig.Mounts)
+	}
+}
+
+// A relative host_path would be a Docker named volume: refused, before any create.
+func TestRelativeHostPathIsRefused(t *testing.T) {
+	fake := libdocker.NewFake()
+	s := newTestService(t, fake, Options{})
+	for _, host := range []string{"data", "./data", "../etc"} {
+		before := fake.Calls("CreateContainer")
+		_, err := createWith(t, s, fake, func(cfg *runtimeapi.ContainerConfig) {
+			cfg.Mounts = []*runtimeapi.Mount{{HostPath: host, ContainerPath: "/data"}}
+		})
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "host_path") {
+			t.Errorf("host_path %q: %v, want InvalidArgument naming host_path", host, err)
+		}
+		if n := fake.Calls("CreateContainer") - before; n != 1 {
+			t.Errorf("host_path %q: %d Docker creates, want only the pod's sandbox", host, n)
+		}
+	}
+}
+
+// A host path that does not exist is made a directory (0755) before the create, as containerd
+// does and as Docker's binds did, on every engine: Docker 20.10 has no CreateMountpoint.
+func TestMissingHostPathIsCreatedAsADirectory(t *testing.T) {
+	for _, api := range []string{"1.41", "1.51"} {
+		for _, ro := range []bool{false, true} {
+			fake := libdocker.NewFake()
+			fake.SetAPIVersion(api)
+			s := newTestService(t, fake, Options{})
+			missing := filepath.Join(t.TempDir(), "a", "b")
+			_, err := createWith(t, s, fake, func(cfg *runtimeapi.ContainerConfig) {
+				cfg.Mounts = []*runtimeapi.Mount{{HostPath: missing, ContainerPath: "/data", Readonly: ro}}
+			})
+			if err != nil {
+				t.Errorf("API %s readonly=%v: %v", api, ro, err)
+				continue
+			}
+			fi, err := os.Stat(missing)
+			if err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o755 {
+				t.Errorf("API %s readonly=%v: host path after create: %v, %v; want a directory 0755", api, ro, fi, err)
+			}
+		}
+	}
+}
+
+// Two mounts at one container path (as Docker cleans it) are refused before Docker is asked,
+// naming the path.
+func TestTwoMountsAtOnePathAreRefused(t *testing.T) {
+	fake := libdocker.NewFake()
+	s := newTestService(t, fake, Options{})
+	before := fake.Calls("CreateContainer")
+	_, err := createWith(t, s, fake, func(cfg *runtimeapi.ContainerConfig) {
+		cfg.Mounts = []*runtimeapi.Mount{{HostPath: t.TempDir(), ContainerPath: "/data"}, {HostPath: t.TempDir(), ContainerPath: "/data/"}}
+	})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), `container_path "/data"`) {
+		t.Errorf("%v, want InvalidArgument naming container_path \"/data\"", err)
+	}
+	if n := fake.Calls("CreateContainer") - before; n != 1 {
+		t.Errorf("%d Docker creates, want only the pod's sandbox", n)
 	}
 }

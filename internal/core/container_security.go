@@ -331,38 +331,63 @@ func (s *Service) apparmorLoaded(name string) (loaded, listed bool) {
 }
 
 // applyNamespaces puts a container into its pod's namespaces: network and IPC of the sandbox
-// (or the node's), and the PID namespace its own security context asks for: the sandbox's
-// (POD), the node's (NODE), another container's (TARGET) or its own (CONTAINER).
-func (s *Service) applyNamespaces(ctx context.Context, hc *container.HostConfig, sandboxID string, sandboxNS, containerNS *runtimeapi.NamespaceOption) error {
+// (the node's, for a pod created with them), and the PID namespace its own security context
+// asks for: the sandbox's (POD), the node's (NODE, in a pod created with host PID; else the
+// sandbox's, as containerd joins the sandbox's for every mode but CONTAINER), a running
+// container's of the same pod (TARGET) or its own (CONTAINER).
+func (s *Service) applyNamespaces(ctx context.Context, hc *container.HostConfig, sandboxID string, pod podSettings, containerNS *runtimeapi.NamespaceOption) error {
 	if err := checkNamespaceModes("container", containerNS); err != nil {
 		return err
 	}
 	hc.NetworkMode = container.NetworkMode("container:" + sandboxID)
 	hc.IpcMode = container.IpcMode("container:" + sandboxID)
-	if sandboxNS.GetNetwork() == runtimeapi.NamespaceMode_NODE {
+	if pod.hostNetwork {
 		hc.NetworkMode = "host"
 	}
-	if sandboxNS.GetIpc() == runtimeapi.NamespaceMode_NODE {
+	if pod.hostIPC {
 		hc.IpcMode = "host"
 	}
 	switch containerNS.GetPid() {
 	case runtimeapi.NamespaceMode_POD:
 		hc.PidMode = container.PidMode("container:" + sandboxID)
 	case runtimeapi.NamespaceMode_NODE:
-		hc.PidMode = "host"
+		hc.PidMode = container.PidMode("container:" + sandboxID)
+		if pod.hostPID {
+			hc.PidMode = "host"
+		}
 	case runtimeapi.NamespaceMode_TARGET:
-		target := containerNS.GetTargetId()
-		if target == "" {
-			return invalidf("pid namespace mode TARGET needs target_id")
-		}
-		c, err := s.docker.InspectContainer(ctx, target)
+		target, err := s.pidTarget(ctx, sandboxID, containerNS.GetTargetId())
 		if err != nil {
-			if libdocker.IsNotFound(err) {
-				return notFoundf("pid namespace target container %q not found", target)
-			}
-			return dockerError(err, "inspect pid namespace target %q", target)
+			return err
 		}
-		hc.PidMode = container.PidMode("container:" + c.ID)
+		hc.PidMode = container.PidMode("container:" + target)
 	}
 	return nil
+}
+
+// pidTarget is the ID of the container whose PID namespace a TARGET mode names. As in
+// containerd, it must be a running container of the same pod: a pod cannot join (and see the
+// processes of) another pod's container.
+func (s *Service) pidTarget(ctx context.Context, sandboxID, target string) (string, error) {
+	if target == "" {
+		return "", invalidf("pid namespace mode TARGET needs target_id")
+	}
+	c, err := s.docker.InspectContainer(ctx, target)
+	if err != nil {
+		if libdocker.IsNotFound(err) {
+			return "", notFoundf("pid namespace target container %q not found", target)
+		}
+		return "", dockerError(err, "inspect pid namespace target %q", target)
+	}
+	var labels map[string]string
+	if c.Config != nil {
+		labels = c.Config.Labels
+	}
+	if labels[containerTypeLabel] != containerTypeContainer || labels[sandboxIDLabel] != sandboxID {
+		return "", invalidf("pid namespace target %q is not a container of pod sandbox %q", target, sandboxID)
+	}
+	if c.State == nil || !c.State.Running {
+		return "", status.Errorf(codes.FailedPrecondition, "pid namespace target container %q is not running", target)
+	}
+	return c.ID, nil
 }

@@ -272,14 +272,15 @@ func TestNamespaceOptionsOfContainers(t *testing.T) {
 	s := newTestService(t, fake, Options{})
 	ctx := context.Background()
 	podID, podCfg := runPod(t, s, "ns", "")
-	targetID := createContainer(t, s, podID, podCfg, "target")
+	targetID := startedContainer(t, s, podID, podCfg, "target")
 	for _, tt := range []struct {
 		mode runtimeapi.NamespaceMode
 		want container.PidMode
 	}{
 		{runtimeapi.NamespaceMode_POD, container.PidMode("container:" + podID)},
 		{runtimeapi.NamespaceMode_CONTAINER, ""},
-		{runtimeapi.NamespaceMode_NODE, "host"},
+		// The node's only in a pod created with host PID (TestCreateContainerKeepsTheSandboxsHostSettings).
+		{runtimeapi.NamespaceMode_NODE, container.PidMode("container:" + podID)},
 		{runtimeapi.NamespaceMode_TARGET, container.PidMode("container:" + targetID)},
 	} {
 		cfg := containerConfig("c-" + strings.ToLower(tt.mode.String()))

@@ -67,7 +67,7 @@ func (s *Service) ContainerStatus(ctx context.Context, req *runtimeapi.Container
 		Labels:      labels,
 		Annotations: annotations,
 		Mounts:      imagevolume.CRIMounts(criMounts(c.Mounts), c.Config.Labels),
-		LogPath:     c.Config.Labels[containerLogPathLabel],
+		LogPath:     logPathOrNone(c.Config.Labels),
 		Resources:   statusResources(c.HostConfig),
 		StopSignal:  criStopSignal(c.Config.StopSignal),
 	}
@@ -153,6 +153,16 @@ func (s *Service) pullableImageRef(ctx context.Context, containerID, imageID str
 		return dockerPullableImageIDPrefix + digests[0]
 	}
 	return dockerImageIDPrefix + imageID
+}
+
+// logPathOrNone is the log path the labels give, "" where logPathOf refuses it: the kubelet
+// reads the file it names.
+func logPathOrNone(labels map[string]string) string {
+	path, err := logPathOf(labels)
+	if err != nil {
+		return ""
+	}
+	return path
 }
 
 // specifiedImage is the image as the user wrote it, when the kubelet passed a resolved ID.

@@ -15,6 +15,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/cri-dockerd/cri-dockerd/internal/imagevolume"
 	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
 )
 
@@ -54,6 +55,25 @@ var internalLabels = map[string]bool{
 	containerTypeLabel:    true,
 	sandboxIDLabel:        true,
 	containerLogPathLabel: true,
+}
+
+// readBackLabels are the label keys of ours that we read back from Docker objects. Docker
+// copies an image's label into a container's labels when the container's config lacks the
+// key, so every object we create carries each of them, empty when unused: the image's value
+// never lands, and an empty value means none to every reader.
+var readBackLabels = []string{
+	containerTypeLabel, sandboxIDLabel, containerLogPathLabel,
+	handlerLabel, dockerRuntimeLabel, userImageLabel, criKeysLabel,
+	logLabel, logDirectoryLabel, cgroupV2Label, imagevolume.Label, privilegedPodLabel,
+}
+
+// reserveLabels sets each key of readBackLabels that labels lacks to "".
+func reserveLabels(labels map[string]string) {
+	for _, k := range readBackLabels {
+		if _, ok := labels[k]; !ok {
+			labels[k] = ""
+		}
+	}
 }
 
 // checkCRILabels refuses, with InvalidArgument naming the key, a CRI label that would steer
@@ -154,7 +174,7 @@ func (p parsedName) containerMetadata() *runtimeapi.ContainerMetadata {
 // makeLabels merges CRI labels and annotations into Docker labels, as upstream does, and
 // records which keys they are.
 func makeLabels(labels, annotations map[string]string) map[string]string {
-	out := make(map[string]string, len(labels)+len(annotations)+5)
+	out := make(map[string]string, len(labels)+len(annotations)+len(readBackLabels))
 	keys := make([]string, 0, len(labels)+len(annotations))
 	for k, v := range labels {
 		if internalLabels[k] || strings.HasPrefix(k, ourLabelPrefix) || strings.HasPrefix(k, annotationPrefix) {

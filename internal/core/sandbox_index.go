@@ -45,6 +45,9 @@ type sandboxRecord struct {
 	handler     string
 	// namespaces is nil when the record comes from a list (which does not say them all).
 	namespaces *runtimeapi.NamespaceOption
+	// pod is what CreateContainer takes from the sandbox (sandbox_settings.go); nil when the
+	// record comes from a list.
+	pod *podSettings
 }
 
 func newSandboxIndex() *sandboxIndex {
@@ -79,10 +82,24 @@ func (x *sandboxIndex) ended(id string) sandboxEnding {
 }
 
 // remember keeps the CRI view of sandbox id; one from an inspect (with namespaces) is not
-// replaced by one from a list.
+// replaced by one from a list, and pod settings once known are kept.
 func (x *sandboxIndex) remember(id string, rec sandboxRecord) {
 	x.mu.Lock()
-	if old, ok := x.records[id]; !ok || old.namespaces == nil || rec.namespaces != nil {
+	old, ok := x.records[id]
+	if ok && rec.pod == nil {
+		rec.pod = old.pod
+	}
+	if !ok || old.namespaces == nil || rec.namespaces != nil {
+		x.records[id] = rec
+	}
+	x.mu.Unlock()
+}
+
+// rememberSettings keeps the pod settings of sandbox id, if the index has a record of it.
+func (x *sandboxIndex) rememberSettings(id string, p podSettings) {
+	x.mu.Lock()
+	if rec, ok := x.records[id]; ok {
+		rec.pod = &p
 		x.records[id] = rec
 	}
 	x.mu.Unlock()

@@ -45,7 +45,10 @@ func (s *Service) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 		return nil, s.runtimeFailure(ctx, err, fmt.Sprintf("create sandbox %q", name), rt)
 	}
 	s.sandboxes.put(id, rt)
-	s.sandboxes.remember(id, recordOfConfig(cfg, rt))
+	rec := recordOfConfig(cfg, rt)
+	pod := settingsOf(hostCfg, containerCfg.Labels)
+	rec.pod = &pod
+	s.sandboxes.remember(id, rec)
 
 	if err := s.startContainer(ctx, id, startgate.Sandbox); err != nil {
 		s.reclaimFailedStart(ctx, id, err)
@@ -103,9 +106,11 @@ func validateSandboxConfig(cfg *runtimeapi.PodSandboxConfig) error {
 // its port mappings are the plugin's; Docker still writes its hostname and resolv.conf.
 func (s *Service) sandboxDockerConfig(ctx context.Context, cfg *runtimeapi.PodSandboxConfig, rt podRuntime, namespaced bool) (*container.Config, *container.HostConfig, error) {
 	labels := makeLabels(cfg.Labels, cfg.Annotations)
+	reserveLabels(labels) // the pod infra image's labels must not fill our keys either
 	labels[containerTypeLabel] = containerTypeSandbox
 	labels[handlerLabel] = rt.Handler
 	labels[dockerRuntimeLabel] = rt.DockerRuntime
+	labels[privilegedPodLabel] = strconv.FormatBool(cfg.GetLinux().GetSecurityContext().GetPrivileged())
 
 	nsOpts := cfg.GetLinux().GetSecurityContext().GetNamespaceOptions()
 	hostNetwork := nsOpts.GetNetwork() == runtimeapi.NamespaceMode_NODE

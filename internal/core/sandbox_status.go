@@ -128,9 +128,10 @@ func (s *Service) podSandboxStatus(ctx context.Context, id string, verbose bool)
 	if c.State != nil && c.State.Running {
 		st.State = runtimeapi.PodSandboxState_SANDBOX_READY
 	}
+	pod := settingsOf(c.HostConfig, c.Config.Labels)
 	s.sandboxes.remember(c.ID, sandboxRecord{
 		metadata: st.Metadata, labels: labels, annotations: annotations, createdAt: st.CreatedAt,
-		handler: st.RuntimeHandler, namespaces: st.Linux.Namespaces.Options,
+		handler: st.RuntimeHandler, namespaces: st.Linux.Namespaces.Options, pod: &pod,
 	})
 	switch {
 	case c.HostConfig.NetworkMode.IsNone():

@@ -76,6 +76,9 @@ type Options struct {
 	ConcurrentStarts int
 	// DockerLogLimit bounds Docker's own log of each container (container_log_config.go).
 	DockerLogLimit DockerLogLimit
+	// MaxContainerLogLineSize is the longest text of a CRI log line (0: 16 KiB); a longer
+	// line is written as partial lines.
+	MaxContainerLogLineSize int
 	// Store is the container store in front of New's docker (store.Wrap of it): core's calls
 	// go through it, and its events feed GetContainerEvents. Nil: core's calls go to docker,
 	// and an events-only store of core's own follows Docker's events (store.go).
@@ -160,6 +163,9 @@ type Service struct {
 	// logDirectoryExists replaces the check of a pod's log directory in unit tests, whose
 	// kubelet-like log directories do not exist; nil checks the file system.
 	logDirectoryExists func(dir string) error
+	// hostDirMaker replaces the creation of a missing host path in unit tests, which must not
+	// create directories outside their own; nil creates it (createMissingHostPaths).
+	hostDirMaker func(path string) error
 }
 
 // New builds the service and rebuilds its in-memory state from Docker. It fails when Docker
@@ -243,6 +249,7 @@ func New(ctx context.Context, docker libdocker.Client, opts Options) (*Service, 
 	}
 	s.logs.DockerLogPath = s.dockerLogPath
 	s.logs.WriteFailed = opts.LogWriteFailed
+	s.logs.MaxLineSize = opts.MaxContainerLogLineSize
 	if err := s.followExistingLogs(ctx); err != nil {
 		s.logs.Close()
 		s.imageVolumes.Close()

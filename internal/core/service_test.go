@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,6 +65,14 @@ func newTestServiceOn(t testing.TB, fake *libdocker.Fake, docker libdocker.Clien
 	// cgroups for them (a test that needs those points host at fixtures).
 	useStats(s, stats.Config{Host: stats.NewHost(t.TempDir(), t.TempDir())})
 	s.adoptions.readIPs = func(string) ([]string, error) { return nil, errors.New("no network namespaces in unit tests") }
+	// A mount's missing host path is created for real, inside the test's directories only.
+	s.hostDirMaker = func(path string) error {
+		if !strings.HasPrefix(path, os.TempDir()+string(filepath.Separator)) {
+			t.Errorf("a unit test would create host path %q outside %s", path, os.TempDir())
+			return errors.New("unit tests create host paths only in temporary directories")
+		}
+		return mkdirHostPath(path)
+	}
 	return s
 }
 

@@ -85,16 +85,41 @@ type imageVolumeMount struct {
 	Index  int  `json:"index"`
 }
 
+// parseImageVolumes reads a container's record; nil when it has none (an empty label: every
+// container cri-dockerd creates carries the key). A record that check refuses is an error.
 func parseImageVolumes(labels map[string]string) (*imageVolumeSet, error) {
-	raw, ok := labels[Label]
-	if !ok {
+	raw := labels[Label]
+	if raw == "" {
 		return nil, nil
 	}
 	var set imageVolumeSet
 	if err := json.Unmarshal([]byte(raw), &set); err != nil {
 		return nil, fmt.Errorf("label %s: %w", Label, err)
 	}
+	if err := set.check(); err != nil {
+		return nil, fmt.Errorf("label %s: %w", Label, err)
+	}
 	return &set, nil
+}
+
+// check refuses a record Prepare cannot have written. The key becomes a directory under ours
+// and each index one below it: a record from anywhere else (an image's label on a container
+// created before cri-dockerd reserved the key) must not name any other directory.
+func (set *imageVolumeSet) check() error {
+	if set.Key != "" && !isRandomKey(set.Key) {
+		return fmt.Errorf("key %q is not one cri-dockerd makes", set.Key)
+	}
+	seen := make(map[int]bool, len(set.Mounts))
+	for _, m := range set.Mounts {
+		if m.Index < 0 || m.Index >= len(set.Mounts) || seen[m.Index] {
+			return fmt.Errorf("mount at %q: index %d is out of range or repeated", m.ContainerPath, m.Index)
+		}
+		seen[m.Index] = true
+		if !filepath.IsAbs(m.ContainerPath) {
+			return fmt.Errorf("mount at %q: the container path is not absolute", m.ContainerPath)
+		}
+	}
+	return nil
 }
 
 // Mounter mounts image layers read-only; the tests replace it.
@@ -215,14 +240,18 @@ func (v *Manager) Start(ctx context.Context) error {
 	}
 	keys := map[string]bool{}
 	for _, c := range list {
-		set, err := parseImageVolumes(c.Labels)
-		if err != nil || set == nil {
-			v.log.WithField("id", c.ID).Warnf("ignoring image volumes: %v", err)
-			continue
-		}
 		name := c.ID
 		if len(c.Names) > 0 {
 			name = strings.TrimPrefix(c.Names[0], "/")
+		}
+		set, err := parseImageVolumes(c.Labels)
+		if err != nil {
+			// Nothing of it is mounted, unmounted or kept from RemoveImage.
+			v.log.WithField("id", c.ID).Warnf("container %s: ignoring its image volumes: %v", name, err)
+			continue
+		}
+		if set == nil {
+			continue
 		}
 		v.users[c.ID] = &imageVolumeUser{name: name, set: *set}
 		if set.Key != "" {
@@ -741,10 +770,26 @@ func CRIMounts(mounts []*runtimeapi.Mount, labels map[string]string) []*runtimea
 	return out
 }
 
+// keyBytes is how many random bytes a key has; it is twice as many hex digits.
+const keyBytes = 12
+
 func randomKey() string {
-	b := make([]byte, 12)
+	b := make([]byte, keyBytes)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// isRandomKey says whether key is what randomKey makes: 2*keyBytes lowercase hex digits.
+func isRandomKey(key string) bool {
+	if len(key) != 2*keyBytes {
+		return false
+	}
+	for _, c := range key {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 var errEscapes = errors.New("a symbolic link leads out of the image")

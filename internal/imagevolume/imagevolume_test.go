@@ -9,7 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/docker/docker/api/types/container"
 	"github.com/sirupsen/logrus"
+	logtest "github.com/sirupsen/logrus/hooks/test"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -115,5 +117,127 @@ func TestCloseStopsTheImageVolumeReaper(t *testing.T) {
 	case <-done:
 	default:
 		t.Error("the image volume reaper still runs after Close")
+	}
+}
+
+func TestParseImageVolumesRefusesRecordsPrepareCannotWrite(t *testing.T) {
+	const key = "0123456789abcdef01234567"
+	mount := func(path string, index int) string {
+		return fmt.Sprintf(`{"containerPath":%q,"image":"i","imageId":"sha256:1","index":%d}`, path, index)
+	}
+	record := func(key string, mounts ...string) string {
+		return fmt.Sprintf(`{"v":1,"key":%q,"mounts":[%s]}`, key, strings.Join(mounts, ","))
+	}
+	for _, tc := range []struct {
+		name, label string
+		want        string // "none", "ok" or "refused"
+	}{
+		{"empty label", "", "none"},
+		{"ours", record(key, mount("/a", 0), mount("/b", 1)), "ok"},
+		{"Docker's mounts only", record("", mount("/a", 0)), "ok"},
+		{"a key climbing out", record("../../evil", mount("/a", 0)), "refused"},
+		{"an absolute key", record("/etc", mount("/a", 0)), "refused"},
+		{"a key too short", record(key[:23], mount("/a", 0)), "refused"},
+		{"a key in capitals", record(strings.ToUpper(key), mount("/a", 0)), "refused"},
+		{"an index out of range", record(key, mount("/a", 1)), "refused"},
+		{"a negative index", record(key, mount("/a", -1)), "refused"},
+		{"an index twice", record(key, mount("/a", 0), mount("/b", 0)), "refused"},
+		{"a relative container path", record(key, mount("a", 0)), "refused"},
+		{"not JSON", "{", "refused"},
+	} {
+		set, err := parseImageVolumes(map[string]string{Label: tc.label})
+		got := "ok"
+		switch {
+		case err != nil:
+			got = "refused"
+		case set == nil:
+			got = "none"
+		}
+		if got != tc.want {
+			t.Errorf("%s: %s (%v), want %s", tc.name, got, err, tc.want)
+		}
+	}
+}
+
+// recordingMounter records every call; it mounts nothing.
+type recordingMounter struct{ calls []string }
+
+func (m *recordingMounter) MountLayers(target string, _ []string) error {
+	m.calls = append(m.calls, "mount "+target)
+	return nil
+}
+
+func (m *recordingMounter) Unmount(target string) error {
+	m.calls = append(m.calls, "unmount "+target)
+	return nil
+}
+
+func (m *recordingMounter) MountPointsUnder(dir string) ([]string, error) {
+	m.calls = append(m.calls, "list "+dir)
+	return nil, nil
+}
+
+// Start ignores a record it refuses, with one warning naming the container, and nothing is
+// mounted, unmounted or removed for it; a container whose label is empty has no record.
+func TestStartIgnoresRefusedRecords(t *testing.T) {
+	ctx := context.Background()
+	base := t.TempDir()
+	root := filepath.Join(base, "state", "cri-dockerd")
+	// What "../../evil" from ROOT/image-volumes names.
+	evil := filepath.Join(base, "state", "evil")
+	if err := os.MkdirAll(filepath.Join(evil, "0"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fake := libdocker.NewFake()
+	img := libdocker.FakeImage("", "", "busybox:1")
+	imgID := fake.AddImage(img)
+	labels := map[string]string{
+		"climbing": fmt.Sprintf(`{"v":1,"key":"../../evil","mounts":[{"containerPath":"/a","image":"busybox:1","imageId":%q,"index":0}]}`, imgID),
+		"indexed":  fmt.Sprintf(`{"v":1,"key":"0123456789abcdef01234567","mounts":[{"containerPath":"/a","image":"busybox:1","imageId":%q,"index":7}]}`, imgID),
+		"none":     "",
+	}
+	ids := map[string]string{}
+	for name, label := range labels {
+		id, err := fake.CreateContainer(ctx, name, &container.Config{Image: "busybox:1", Labels: map[string]string{Label: label}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[name] = id
+	}
+	logger, hook := logtest.NewNullLogger()
+	mounter := &recordingMounter{}
+	v := New(Config{Docker: fake, Log: logrus.NewEntry(logger), RootDirectory: root, Mounter: mounter})
+	if err := v.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(v.Close)
+	var warned []string
+	for _, e := range hook.AllEntries() {
+		if e.Level <= logrus.WarnLevel {
+			warned = append(warned, e.Message)
+		}
+	}
+	if len(warned) != 2 || !strings.Contains(strings.Join(warned, "\n"), "container climbing:") || !strings.Contains(strings.Join(warned, "\n"), "container indexed:") {
+		t.Errorf("warnings %q, want one for each refused record, naming its container", warned)
+	}
+	if v.Len() != 0 {
+		t.Errorf("the index holds %d containers, want none", v.Len())
+	}
+	if users := v.UsersOf(ctx, imgID); len(users) != 0 {
+		t.Errorf("image %s kept from removal by %v", imgID, users)
+	}
+	for name, id := range ids {
+		if err := v.EnsureMounted(ctx, id); err != nil {
+			t.Errorf("EnsureMounted(%s): %v", name, err)
+		}
+		if err := v.ReleaseContainer(id); err != nil {
+			t.Errorf("ReleaseContainer(%s): %v", name, err)
+		}
+	}
+	if len(mounter.calls) != 0 {
+		t.Errorf("mounter calls %q, want none", mounter.calls)
+	}
+	if _, err := os.Stat(filepath.Join(evil, "0")); err != nil {
+		t.Errorf("the directory a refused key names: %v", err)
 	}
 }

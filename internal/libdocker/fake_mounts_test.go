@@ -176,3 +176,69 @@ func TestStatContainerPathGivesDockerReason(t *testing.T) {
 		t.Errorf("StatContainerPath = %v after %d HEADs and %d GETs; want %q from one of each", err, heads, gets, reason)
 	}
 }
+
+// Binds are parsed as Docker's Linux parser does: every ':' splits, so a target that carries
+// ":rshared" is options, and a relative source names a volume. Mounts are taken as they are.
+func TestFakeBindsAndMountsAsDocker(t *testing.T) {
+	ctx := context.Background()
+	src := t.TempDir()
+	missing := filepath.Join(src, "missing")
+	create := func(api string, hc *container.HostConfig) (*container.InspectResponse, error) {
+		t.Helper()
+		f := newTestFake(t)
+		f.SetAPIVersion(api)
+		id, err := f.CreateContainer(ctx, "", &container.Config{Image: "busybox"}, hc)
+		if err != nil {
+			return nil, err
+		}
+		return f.InspectContainer(ctx, id)
+	}
+	bind := func(source, target string, create bool) mount.Mount {
+		return mount.Mount{Type: mount.TypeBind, Source: source, Target: target, BindOptions: &mount.BindOptions{CreateMountpoint: create}}
+	}
+
+	for _, tc := range []struct {
+		name string
+		api  string
+		hc   container.HostConfig
+		want container.MountPoint // or
+		code error
+	}{
+		{name: "bind spec options in the target", api: "1.41", hc: container.HostConfig{Binds: []string{src + ":/x:rshared"}},
+			want: container.MountPoint{Type: mount.TypeBind, Source: src, Destination: "/x", Mode: "rshared", RW: true, Propagation: mount.PropagationRShared}},
+		{name: "bind spec read-only relabelled", api: "1.41", hc: container.HostConfig{Binds: []string{src + ":/x:ro,Z"}},
+			want: container.MountPoint{Type: mount.TypeBind, Source: src, Destination: "/x", Mode: "ro,Z", Propagation: mount.PropagationRPrivate}},
+		{name: "bind spec relative source", api: "1.41", hc: container.HostConfig{Binds: []string{"data:/d"}},
+			want: container.MountPoint{Type: mount.TypeVolume, Name: "data", Driver: "local", Source: "/var/lib/docker/volumes/data/_data", Destination: "/d", RW: true}},
+		{name: "bind spec with four parts", api: "1.41", hc: container.HostConfig{Binds: []string{src + ":/x:rshared:Z"}}, code: cerrdefs.ErrInternal},
+		{name: "bind spec with a bad mode", api: "1.41", hc: container.HostConfig{Binds: []string{src + ":/x:exec"}}, code: cerrdefs.ErrInternal},
+		{name: "mount target with a colon", api: "1.41", hc: container.HostConfig{Mounts: []mount.Mount{bind(src, "/x:rshared", false)}},
+			want: container.MountPoint{Type: mount.TypeBind, Source: src, Destination: "/x:rshared", RW: true, Propagation: mount.PropagationRPrivate}},
+		{name: "mount relative source", api: "1.51", hc: container.HostConfig{Mounts: []mount.Mount{bind("data", "/d", true)}}, code: cerrdefs.ErrInvalidArgument},
+		{name: "mount relative target", api: "1.51", hc: container.HostConfig{Mounts: []mount.Mount{bind(src, "d", true)}}, code: cerrdefs.ErrInvalidArgument},
+		{name: "mount at /", api: "1.51", hc: container.HostConfig{Mounts: []mount.Mount{bind(src, "/", true)}}, code: cerrdefs.ErrInvalidArgument},
+		{name: "missing source", api: "1.51", hc: container.HostConfig{Mounts: []mount.Mount{bind(missing, "/d", false)}}, code: cerrdefs.ErrInvalidArgument},
+		// Docker 20.10 has no CreateMountpoint; the router drops it before API 1.42.
+		{name: "missing source, create, API 1.41", api: "1.41", hc: container.HostConfig{Mounts: []mount.Mount{bind(missing, "/d", true)}}, code: cerrdefs.ErrInvalidArgument},
+		{name: "missing source, create, API 1.42", api: "1.42", hc: container.HostConfig{Mounts: []mount.Mount{bind(missing, "/d", true)}},
+			want: container.MountPoint{Type: mount.TypeBind, Source: missing, Destination: "/d", RW: true, Propagation: mount.PropagationRPrivate}},
+		{name: "bind and mount at one target", api: "1.51", hc: container.HostConfig{Binds: []string{src + ":/d"}, Mounts: []mount.Mount{bind(src, "/d/", false)}}, code: cerrdefs.ErrInvalidArgument},
+		{name: "two mounts at one target", api: "1.51", hc: container.HostConfig{Mounts: []mount.Mount{bind(src, "/d", false), bind(src, "/d", false)}}, code: cerrdefs.ErrInvalidArgument},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := create(tc.api, &tc.hc)
+			if tc.code != nil {
+				if !errors.Is(err, tc.code) {
+					t.Fatalf("create = %v; want %v", err, tc.code)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(c.Mounts) != 1 || c.Mounts[0] != tc.want {
+				t.Errorf("inspect mounts %+v; want %+v", c.Mounts, tc.want)
+			}
+		})
+	}
+}

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
@@ -41,6 +44,11 @@ func (r *Runtime) PortForward(ctx context.Context, sandboxID string, port int32,
 	if c.State == nil || !c.State.Running || c.State.Pid <= 0 {
 		return fmt.Errorf("port-forward to pod sandbox %s: the sandbox is not running", sandboxID)
 	}
+	release, err := r.portForwards.acquire(c.ID, r.maxPortForwards)
+	if err != nil {
+		return err
+	}
+	defer release()
 	var conn net.Conn
 	if c.HostConfig != nil && c.HostConfig.NetworkMode.IsHost() {
 		conn, err = dialLoopback(ctx, port)
@@ -54,7 +62,7 @@ func (r *Runtime) PortForward(ctx context.Context, sandboxID string, port int32,
 		return fmt.Errorf("port-forward to pod sandbox %s: %w", sandboxID, err)
 	}
 	defer conn.Close()
-	return proxy(ctx, conn, stream)
+	return proxy(ctx, conn, stream, r.halfClosedIdle)
 }
 
 // dialPodIP connects to port on the sandbox's IP from the node's namespace, after the pod's
@@ -133,14 +141,30 @@ func cause(err error) error {
 	return err
 }
 
+// HalfClosedIdleTimeout ends a port-forward session whose client ended its side (EOF) once
+// the pod's side has sent nothing for this long: a server that accepts and never answers
+// would otherwise hold the session, its socket and buffer, for ever.
+const HalfClosedIdleTimeout = time.Minute
+
+// MaxPortForwardsPerSandbox bounds the port-forward sessions open to one sandbox at once: a
+// loop of `kubectl port-forward` connections cannot hold the node's sockets.
+const MaxPortForwardsPerSandbox = 256
+
+// proxyBufferSize is the buffer of the pod-to-client copy of each session.
+const proxyBufferSize = 32 << 10
+
 // proxy copies between the pod's connection and the client's stream. The client ending its
 // side (EOF) half-closes the pod's connection, so a server sees the end of a request and still
-// answers. The pod's side ending (its server closed or failed) ends the session: the stream's
-// Close sends the client EOF. A failure on the client's side closes the pod's connection.
-func proxy(ctx context.Context, conn net.Conn, stream io.ReadWriteCloser) error {
+// answers; from then on the session ends once the pod's side is idle for halfClosedIdle. The
+// pod's side ending (its server closed or failed) ends the session: the stream's Close sends
+// the client EOF. A failure on the client's side closes the pod's connection.
+func proxy(ctx context.Context, conn net.Conn, stream io.ReadWriteCloser, halfClosedIdle time.Duration) error {
+	var halfClosed atomic.Bool
 	go func() {
 		_, err := io.Copy(conn, stream)
 		if hc, ok := conn.(interface{ CloseWrite() error }); ok && err == nil {
+			halfClosed.Store(true)
+			_ = conn.SetReadDeadline(time.Now().Add(halfClosedIdle))
 			_ = hc.CloseWrite()
 			return
 		}
@@ -148,12 +172,62 @@ func proxy(ctx context.Context, conn net.Conn, stream io.ReadWriteCloser) error 
 	}()
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
-	_, err := io.Copy(stream, conn)
+	err := copyToClient(stream, conn, &halfClosed, halfClosedIdle)
 	// The client's side may still block in a read: it ends when the client removes the stream
 	// or closes the connection, which cri-streaming's Close and the client see to.
 	_ = stream.Close()
-	if err != nil && (errors.Is(err, net.ErrClosed) || ctx.Err() != nil) {
+	if err != nil && (errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrDeadlineExceeded) || ctx.Err() != nil) {
 		return nil
 	}
 	return err
+}
+
+// copyToClient copies the pod's side to the client until it ends; once halfClosed, each read
+// waits at most idle.
+func copyToClient(stream io.Writer, conn net.Conn, halfClosed *atomic.Bool, idle time.Duration) error {
+	buf := make([]byte, proxyBufferSize)
+	for {
+		n, err := conn.Read(buf)
+		if n > 0 {
+			if _, werr := stream.Write(buf[:n]); werr != nil {
+				return werr
+			}
+			if halfClosed.Load() {
+				_ = conn.SetReadDeadline(time.Now().Add(idle))
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// sandboxSessions counts the port-forward sessions per sandbox.
+type sandboxSessions struct {
+	mu    sync.Mutex
+	count map[string]int
+}
+
+// acquire takes a session of sandbox id, or fails when it has max already; release gives it
+// back.
+func (s *sandboxSessions) acquire(id string, max int) (release func(), err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.count[id] >= max {
+		return nil, fmt.Errorf("port-forward to pod sandbox %s: %d sessions are open already, the most one pod may have", id, max)
+	}
+	if s.count == nil {
+		s.count = map[string]int{}
+	}
+	s.count[id]++
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.count[id]--; s.count[id] == 0 {
+			delete(s.count, id)
+		}
+	}, nil
 }

@@ -38,6 +38,11 @@ type Runtime struct {
 	OnSession func(kind string, delta int)
 	// killer kills the process of a session that ended early, also inside a sandboxed runtime.
 	killer execkill.Killer
+	// portForwards counts the port-forward sessions of each sandbox, at most maxPortForwards;
+	// halfClosedIdle ends one whose client ended its side (HalfClosedIdleTimeout, but in tests).
+	portForwards    sandboxSessions
+	maxPortForwards int
+	halfClosedIdle  time.Duration
 }
 
 // session reports a session of kind and returns the function that reports its end.
@@ -57,7 +62,8 @@ func NewRuntime(docker libdocker.Client, log *logrus.Entry) *Runtime {
 		log = logrus.NewEntry(logrus.StandardLogger())
 	}
 	base, stop := context.WithCancel(context.Background())
-	return &Runtime{docker: docker, log: log, base: base, stop: stop, killer: execkill.Killer{Docker: docker, Proc: "/proc"}}
+	return &Runtime{docker: docker, log: log, base: base, stop: stop, killer: execkill.Killer{Docker: docker, Proc: "/proc"},
+		maxPortForwards: MaxPortForwardsPerSandbox, halfClosedIdle: HalfClosedIdleTimeout}
 }
 
 // stopContext returns a context that ends with ctx or when the server stops.

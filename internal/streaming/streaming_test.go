@@ -9,8 +9,10 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -359,5 +361,171 @@ func TestDialInNetNSReturnsTheThreadToItsNamespace(t *testing.T) {
 		if link, err := os.Readlink("/proc/self/task/" + task.Name() + "/ns/net"); err == nil && link != own {
 			t.Errorf("thread %s is in network namespace %s, want %s", task.Name(), link, own)
 		}
+	}
+}
+
+// silentServer accepts connections, reads each to its EOF and never answers; its connections
+// are closed when the test ends (or by closeAll).
+type silentServer struct {
+	port  int
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func newSilentServer(t *testing.T) *silentServer {
+	t.Helper()
+	lis, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &silentServer{port: lis.Addr().(*net.TCPAddr).Port}
+	t.Cleanup(func() { lis.Close(); s.closeAll() })
+	go func() {
+		for {
+			conn, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			s.mu.Lock()
+			s.conns = append(s.conns, conn)
+			s.mu.Unlock()
+			go io.Copy(io.Discard, conn)
+		}
+	}()
+	return s
+}
+
+func (s *silentServer) closeAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.conns {
+		c.Close()
+	}
+	s.conns = nil
+}
+
+// openFDs is how many files this process has open.
+func openFDs(t *testing.T) int {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(fds)
+}
+
+// A client that sends its request and leaves (EOF) does not hold a session whose server never
+// answers: it ends once the pod's side was idle for the half-closed timeout. 1000 such
+// sessions leave the goroutines and open files where they were.
+func TestHalfClosedPortForwardsToASilentServerEnd(t *testing.T) {
+	fake := libdocker.NewFake()
+	id := runningContainer(t, fake, &container.HostConfig{NetworkMode: "host"})
+	server := newSilentServer(t)
+	rt := NewRuntime(fake, quietLog())
+	rt.halfClosedIdle = 100 * time.Millisecond
+	goroutines, fds := runtime.NumGoroutine(), openFDs(t)
+	for batch := 0; batch < 10; batch++ {
+		var wg sync.WaitGroup
+		errs := make(chan error, 100)
+		for range 100 {
+			stream, in, out := newPipeStream()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs <- rt.PortForward(context.Background(), id, int32(server.port), stream)
+			}()
+			go func() {
+				in.Write([]byte("GET / HTTP/1.0\r\n\r\n"))
+				in.Close()
+				io.Copy(io.Discard, out) // until the session closes the stream
+			}()
+		}
+		ended := make(chan struct{})
+		go func() { wg.Wait(); close(ended) }()
+		select {
+		case <-ended:
+		case <-time.After(testutil.Scaled(30 * time.Second)):
+			t.Fatalf("batch %d: half-closed sessions to a silent server did not end", batch)
+		}
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatalf("PortForward: %v", err)
+			}
+		}
+	}
+	server.closeAll()
+	var nowG, nowF int
+	testutil.Eventually(t, 10*time.Second, 10*time.Millisecond, func() bool {
+		nowG, nowF = runtime.NumGoroutine(), openFDs(t)
+		return nowG <= goroutines && nowF <= fds
+	}, "after 1000 sessions: goroutines %d and open files %d did not come back", goroutines, fds)
+	t.Logf("goroutines %d -> %d, open files %d -> %d after 1000 abandoned sessions", goroutines, nowG, fds, nowF)
+}
+
+// A sandbox has at most its cap of port-forward sessions open at once: one more is refused with
+// a message that says why, another sandbox's is not, and one that ends makes room.
+func TestPortForwardSessionsPerSandboxAreCapped(t *testing.T) {
+	fake := libdocker.NewFake()
+	id := runningContainer(t, fake, &container.HostConfig{NetworkMode: "host"})
+	other := runningContainer(t, fake, &container.HostConfig{NetworkMode: "host"})
+	server := newSilentServer(t)
+	rt := NewRuntime(fake, quietLog())
+	rt.maxPortForwards = 2
+	type session struct {
+		in   *io.PipeWriter
+		done chan error
+	}
+	var open []session
+	t.Cleanup(func() {
+		for _, s := range open {
+			s.in.CloseWithError(errors.New("client gone"))
+			<-s.done
+		}
+	})
+	// start opens a session and, unless it is refused, waits until the server has it.
+	start := func(sandbox string) error {
+		server.mu.Lock()
+		before := len(server.conns)
+		server.mu.Unlock()
+		stream, in, out := newPipeStream()
+		s := session{in, make(chan error, 1)}
+		go func() { s.done <- rt.PortForward(context.Background(), sandbox, int32(server.port), stream) }()
+		go io.Copy(io.Discard, out)
+		var err error
+		testutil.Eventually(t, 10*time.Second, 5*time.Millisecond, func() bool {
+			select {
+			case err = <-s.done:
+				return true
+			default:
+			}
+			server.mu.Lock()
+			defer server.mu.Unlock()
+			return len(server.conns) > before
+		}, "a session neither connected nor failed")
+		if err == nil {
+			open = append(open, s)
+		}
+		return err
+	}
+	for i := range 2 {
+		if err := start(id); err != nil {
+			t.Fatalf("session %d: %v", i+1, err)
+		}
+	}
+	if err := start(id); err == nil || !strings.Contains(err.Error(), "2 sessions are open already") {
+		t.Errorf("a third session: %v, want it refused for the cap of 2", err)
+	}
+	if err := start(other); err != nil {
+		t.Errorf("another sandbox's session: %v", err)
+	}
+	first := open[0]
+	open = open[1:]
+	first.in.CloseWithError(errors.New("client gone"))
+	if err := <-first.done; err != nil && !strings.Contains(err.Error(), "client gone") {
+		t.Errorf("the first session: %v", err)
+	}
+	if err := start(id); err != nil {
+		t.Errorf("a session after one ended: %v", err)
 	}
 }

@@ -125,6 +125,10 @@ wait_for 120 runtime_ready || {
 }
 systemctl is-active --quiet cri-docker.service || fail "cri-docker.service not started by socket activation"
 step "crictl info through socket activation: RuntimeReady; cri-docker.service $(systemctl is-active cri-docker.service)"
+# The kernel's OOM killer picks a container before the runtime (the unit's OOMScoreAdjust).
+oom=$(cat "/proc/$(main_pid)/oom_score_adj")
+[ "$oom" = -999 ] || fail "cri-dockerd's oom_score_adj is $oom, want the unit's -999"
+step "cri-dockerd runs with oom_score_adj $oom"
 driver=$(crictl runtime-config 2>/dev/null | tr -d ' \n' || true)
 step "RuntimeConfig: ${driver:-none reported}"
 case "$driver" in *SYSTEMD*) ;; *) fail "RuntimeConfig does not say systemd: '$driver'" ;; esac
