@@ -128,7 +128,7 @@ func serve(ctx context.Context, cfg *config.Config) error {
 	if m != nil {
 		unary = append([]grpc.UnaryServerInterceptor{m.UnaryInterceptor()}, unary...)
 		stream = append([]grpc.StreamServerInterceptor{m.StreamInterceptor()}, stream...)
-		addr, metricsDone, err := m.Serve(ctx, cfg.MetricsBindAddr)
+		addr, metricsDone, err := m.Serve(ctx, cfg.MetricsBindAddr, cfg.EnablePprof)
 		if err != nil {
 			return fmt.Errorf("--metrics-bind-addr %s: %w", cfg.MetricsBindAddr, err)
 		}
@@ -137,7 +137,7 @@ func serve(ctx context.Context, cfg *config.Config) error {
 				log.Errorf("metrics server: %v", err)
 			}
 		}()
-		log.WithField("address", addr.String()).Info("metrics and pprof listening")
+		logMetricsListening(log, addr, cfg.MetricsBindAddr, cfg.EnablePprof)
 	}
 	server := grpc.NewServer(grpc.ForceServerCodecV2(replies),
 		grpc.MaxRecvMsgSize(maxMsgSize), grpc.MaxSendMsgSize(maxMsgSize),
@@ -239,6 +239,21 @@ func serve(ctx context.Context, cfg *config.Config) error {
 		_ = os.Remove(socketPath)
 	}
 	return nil
+}
+
+// logMetricsListening says what the metrics listener serves, and warns when it is reachable
+// from other hosts: neither /metrics nor /debug/pprof has authentication.
+func logMetricsListening(log *logrus.Entry, addr net.Addr, bindAddr string, pprof bool) {
+	log.WithFields(logrus.Fields{"address": addr.String(), "pprof": pprof}).Info("metrics listening")
+	if metrics.LoopbackOnly(bindAddr) {
+		return
+	}
+	served := "/metrics"
+	if pprof {
+		served = "/metrics and /debug/pprof"
+	}
+	log.Warnf("--metrics-bind-addr %s is not a loopback address: anyone who reaches the port reads %s, with no authentication; "+
+		"bind 127.0.0.1, or let only Prometheus reach the port (a firewall rule)", bindAddr, served)
 }
 
 // connectBackoff bounds the wait between attempts to reach Docker; connectLogEvery how often
