@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 )
@@ -199,14 +200,38 @@ func LoopbackOnly(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// The metrics listener's bounds, so that whoever reaches the port cannot hold it for nothing.
+// Prometheus keeps one connection to a target and scrapes it every 15 to 60 s: 64 connections at
+// once leave room for a few scrapers and a person with curl, and one idle for 2 minutes (longer
+// than a scrape interval, so a scraper's connection is kept) is closed. A request's header must
+// come within 10 s. There is no WriteTimeout: a CPU profile or trace answers after the seconds
+// it was asked for, and net/http/pprof refuses one longer than a WriteTimeout.
+const (
+	maxConns          = 64
+	readHeaderTimeout = 10 * time.Second
+	idleTimeout       = 2 * time.Minute
+)
+
+// limits are the listener's bounds; tests give small ones.
+type limits struct {
+	maxConns                       int
+	readHeaderTimeout, idleTimeout time.Duration
+}
+
 // Serve listens on addr and serves Handler(pprof) until ctx ends. It returns the listener's
-// address once it listens (useful with port 0).
+// address once it listens (useful with port 0). At most 64 connections are served at once; the
+// next wait in the kernel's accept queue until one closes.
 func (m *Metrics) Serve(ctx context.Context, addr string, pprof bool) (net.Addr, <-chan error, error) {
-	lis, err := net.Listen("tcp", addr)
+	return m.serve(ctx, addr, pprof, limits{maxConns: maxConns, readHeaderTimeout: readHeaderTimeout, idleTimeout: idleTimeout})
+}
+
+func (m *Metrics) serve(ctx context.Context, addr string, pprof bool, lim limits) (net.Addr, <-chan error, error) {
+	tcp, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, nil, err
 	}
-	srv := &http.Server{Handler: m.Handler(pprof), ReadHeaderTimeout: 10 * time.Second}
+	lis := netutil.LimitListener(tcp, lim.maxConns)
+	srv := &http.Server{Handler: m.Handler(pprof), ReadHeaderTimeout: lim.readHeaderTimeout, IdleTimeout: lim.idleTimeout}
 	done := make(chan error, 1)
 	go func() {
 		err := srv.Serve(lis)

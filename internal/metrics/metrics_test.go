@@ -12,6 +12,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/testutil"
 )
 
 func TestOperationNamesHidesIDsAndImageNames(t *testing.T) {
@@ -136,4 +138,33 @@ func TestLoopbackOnly(t *testing.T) {
 			t.Errorf("LoopbackOnly(%q) = %v, want %v", addr, got, want)
 		}
 	}
+}
+
+// serveForTest serves the metrics on loopback with the given bounds until the test ends.
+func serveForTest(t *testing.T, lim limits) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	addr, done, err := New(Sources{}).serve(ctx, "127.0.0.1:0", false, lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return addr.String()
+}
+
+// Beyond the cap, a connection waits unanswered until another closes.
+func TestMetricsListenerCapsConnections(t *testing.T) {
+	addr := serveForTest(t, limits{maxConns: 2, readHeaderTimeout: time.Minute, idleTimeout: time.Hour})
+	testutil.CheckConnCap(t, addr, "/metrics", 2)
+}
+
+// A kept-alive connection left idle is closed after the idle timeout.
+func TestMetricsListenerClosesIdleConnections(t *testing.T) {
+	addr := serveForTest(t, limits{maxConns: 2, readHeaderTimeout: time.Minute, idleTimeout: 50 * time.Millisecond})
+	testutil.CheckIdleConnClosed(t, addr, "/metrics", 10*time.Second)
 }
