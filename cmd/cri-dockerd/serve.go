@@ -2,19 +2,16 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
-	"os/user"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"sort"
-	"strconv"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -438,47 +435,6 @@ func newNetworkPlugin(cfg *config.Config, log *logrus.Entry) (network.Plugin, er
 		log.Warnf("%v; pods wait until a CNI network config is in %s (NetworkReady is false until then)", err, cfg.CNIConfDir)
 	}
 	return plugin, nil
-}
-
-// listenUnix listens on path with mode 0660 (group docker when it exists, as upstream's socket
-// unit does). A stale socket file left by a crash is replaced; a live one is an error, so that
-// two daemons never fight over one socket.
-func listenUnix(path string) (net.Listener, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("socket directory: %w", err)
-	}
-	if fi, err := os.Lstat(path); err == nil {
-		if fi.Mode()&os.ModeSocket == 0 {
-			return nil, fmt.Errorf("%s exists and is not a socket; remove it or choose another --container-runtime-endpoint", path)
-		}
-		if conn, err := net.DialTimeout("unix", path, time.Second); err == nil {
-			conn.Close()
-			return nil, fmt.Errorf("%s is in use by another process (another cri-dockerd?)", path)
-		}
-		if err := os.Remove(path); err != nil {
-			return nil, fmt.Errorf("remove stale socket %s: %w", path, err)
-		}
-	}
-	// Create the socket with no permissions for others from the start, then open it to the group.
-	old := syscall.Umask(0o117)
-	lis, err := net.Listen("unix", path)
-	syscall.Umask(old)
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", path, err)
-	}
-	if err := os.Chmod(path, 0o660); err != nil {
-		lis.Close()
-		return nil, err
-	}
-	if g, err := user.LookupGroup("docker"); err == nil {
-		if gid, err := strconv.Atoi(g.Gid); err == nil {
-			if err := os.Chown(path, -1, gid); err != nil && !errors.Is(err, os.ErrPermission) {
-				lis.Close()
-				return nil, err
-			}
-		}
-	}
-	return lis, nil
 }
 
 // moduleVersion is the version of a dependency as recorded in the binary.
