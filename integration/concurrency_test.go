@@ -100,7 +100,7 @@ func TestConcurrentRunAndRemovalOf100PodsLeavesNothing(t *testing.T) {
 	pd := ownDockerd(t)
 	n := newOwnCNI(t, "conc")
 	k := newKubeletPods(t, "conc", pd.Client)
-	d := StartDaemon(t, "--docker-endpoint", pd.Host, "--network-plugin=cni", "--cni-conf-dir", n.ConfDir, "--cni-bin-dir", cniBinDir, "--metrics-bind-addr", "127.0.0.1:0")
+	d := StartDaemon(t, "--docker-endpoint", pd.Host, "--network-plugin=cni", "--cni-conf-dir", n.ConfDir, "--cni-bin-dir", cniBinDir, "--metrics-bind-addr", "127.0.0.1:0", "--enable-pprof")
 	addr := metricsAddr(t, d)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()

@@ -53,7 +53,7 @@ func BenchmarkNodeFullOfPods(b *testing.B) {
 	bin := upstreamBinary(b)
 	pd := StartPrivateDockerdWith(b, PrivateDockerdOptions{ClampOOMScoreAdj: true}, pauseImage, busyboxImage)
 	args := append([]string{"--docker-endpoint", pd.Host}, benchLogLevel...)
-	ours := StartDaemon(b, append(args, "--metrics-bind-addr", "127.0.0.1:0")...)
+	ours := StartDaemon(b, append(args, "--metrics-bind-addr", "127.0.0.1:0", "--enable-pprof")...)
 	theirs := startUpstream(b, bin, args...)
 	ctx := b.Context()
 

@@ -572,13 +572,13 @@ func (k *kubeletPods) checkNothingLeftOf(t testing.TB, d *Daemon, n *ownCNI, pod
 	return left
 }
 
-// metricsAddr is the address of the daemon's metrics and pprof listener (--metrics-bind-addr
-// 127.0.0.1:0), from the last start in its log.
+// metricsAddr is the address of the daemon's metrics listener (--metrics-bind-addr
+// 127.0.0.1:0, with --enable-pprof for goroutineDump), from the last start in its log.
 func metricsAddr(t testing.TB, d *Daemon) string {
 	t.Helper()
 	addr := ""
 	for _, line := range strings.Split(d.readLog(), "\n") {
-		if strings.Contains(line, "metrics and pprof listening") {
+		if strings.Contains(line, `msg="metrics listening"`) {
 			if _, rest, ok := strings.Cut(line, "address="); ok {
 				addr = strings.Trim(strings.Fields(rest)[0], `"`)
 			}
@@ -619,6 +619,9 @@ func fetchGoroutines(addr string) (int, string, error) {
 		return 0, "", fmt.Errorf("goroutine profile: %w", err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, "", fmt.Errorf("goroutine profile: %s (pprof is served only with --enable-pprof)", resp.Status)
+	}
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return 0, "", fmt.Errorf("goroutine profile: %w", err)

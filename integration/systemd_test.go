@@ -166,23 +166,28 @@ func TestSocketActivationAndNotify(t *testing.T) {
 }
 
 // TestMetricsAreOptInOnLoopback: no metrics listener unless asked; when asked, CRI calls,
-// Docker operations and pods by handler are counted.
+// Docker operations and pods by handler are counted, and /debug/pprof is not found without
+// --enable-pprof.
 func TestMetricsAreOptInOnLoopback(t *testing.T) {
 	d := StartDaemon(t, "--metrics-bind-addr", "127.0.0.1:0")
 	podCfg := newPodConfig(t, "metrics")
 	runPod(t, d, podCfg, "wrapped")
-	addr := ""
+	addr := metricsAddr(t, d)
 	for _, line := range strings.Split(d.readLog(), "\n") {
-		if i := strings.Index(line, "metrics and pprof listening"); i >= 0 {
-			if j := strings.Index(line, "address="); j >= 0 {
-				addr = strings.Trim(strings.Fields(line[j+len("address="):])[0], `"`)
-			}
+		if strings.Contains(line, `msg="metrics listening"`) && !strings.Contains(line, "pprof=false") ||
+			strings.Contains(line, "not a loopback address") {
+			t.Errorf("want the metrics listener logged with pprof=false and no warning on loopback: %s", line)
 		}
 	}
-	if addr == "" || !strings.HasPrefix(addr, "127.0.0.1:") {
-		t.Fatalf("metrics address %q not found in the log", addr)
+	resp, err := http.Get("http://" + addr + "/debug/pprof/")
+	if err != nil {
+		t.Fatal(err)
 	}
-	resp, err := http.Get("http://" + addr + "/metrics")
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("/debug/pprof/ without --enable-pprof: %s, want 404", resp.Status)
+	}
+	resp, err = http.Get("http://" + addr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +203,7 @@ func TestMetricsAreOptInOnLoopback(t *testing.T) {
 		}
 	}
 	plain := StartDaemon(t)
-	if strings.Contains(plain.readLog(), "metrics and pprof listening") {
+	if strings.Contains(plain.readLog(), "metrics listening") {
 		t.Error("metrics listener started without --metrics-bind-addr")
 	}
 }

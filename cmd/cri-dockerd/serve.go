@@ -2,19 +2,16 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
-	"os/user"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"sort"
-	"strconv"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -128,7 +125,7 @@ func serve(ctx context.Context, cfg *config.Config) error {
 	if m != nil {
 		unary = append([]grpc.UnaryServerInterceptor{m.UnaryInterceptor()}, unary...)
 		stream = append([]grpc.StreamServerInterceptor{m.StreamInterceptor()}, stream...)
-		addr, metricsDone, err := m.Serve(ctx, cfg.MetricsBindAddr)
+		addr, metricsDone, err := m.Serve(ctx, cfg.MetricsBindAddr, cfg.EnablePprof)
 		if err != nil {
 			return fmt.Errorf("--metrics-bind-addr %s: %w", cfg.MetricsBindAddr, err)
 		}
@@ -137,7 +134,7 @@ func serve(ctx context.Context, cfg *config.Config) error {
 				log.Errorf("metrics server: %v", err)
 			}
 		}()
-		log.WithField("address", addr.String()).Info("metrics and pprof listening")
+		logMetricsListening(log, addr, cfg.MetricsBindAddr, cfg.EnablePprof)
 	}
 	server := grpc.NewServer(grpc.ForceServerCodecV2(replies),
 		grpc.MaxRecvMsgSize(maxMsgSize), grpc.MaxSendMsgSize(maxMsgSize),
@@ -239,6 +236,21 @@ func serve(ctx context.Context, cfg *config.Config) error {
 		_ = os.Remove(socketPath)
 	}
 	return nil
+}
+
+// logMetricsListening says what the metrics listener serves, and warns when it is reachable
+// from other hosts: neither /metrics nor /debug/pprof has authentication.
+func logMetricsListening(log *logrus.Entry, addr net.Addr, bindAddr string, pprof bool) {
+	log.WithFields(logrus.Fields{"address": addr.String(), "pprof": pprof}).Info("metrics listening")
+	if metrics.LoopbackOnly(bindAddr) {
+		return
+	}
+	served := "/metrics"
+	if pprof {
+		served = "/metrics and /debug/pprof"
+	}
+	log.Warnf("--metrics-bind-addr %s is not a loopback address: anyone who reaches the port reads %s, with no authentication; "+
+		"bind 127.0.0.1, or let only Prometheus reach the port (a firewall rule)", bindAddr, served)
 }
 
 // connectBackoff bounds the wait between attempts to reach Docker; connectLogEvery how often
@@ -423,47 +435,6 @@ func newNetworkPlugin(cfg *config.Config, log *logrus.Entry) (network.Plugin, er
 		log.Warnf("%v; pods wait until a CNI network config is in %s (NetworkReady is false until then)", err, cfg.CNIConfDir)
 	}
 	return plugin, nil
-}
-
-// listenUnix listens on path with mode 0660 (group docker when it exists, as upstream's socket
-// unit does). A stale socket file left by a crash is replaced; a live one is an error, so that
-// two daemons never fight over one socket.
-func listenUnix(path string) (net.Listener, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("socket directory: %w", err)
-	}
-	if fi, err := os.Lstat(path); err == nil {
-		if fi.Mode()&os.ModeSocket == 0 {
-			return nil, fmt.Errorf("%s exists and is not a socket; remove it or choose another --container-runtime-endpoint", path)
-		}
-		if conn, err := net.DialTimeout("unix", path, time.Second); err == nil {
-			conn.Close()
-			return nil, fmt.Errorf("%s is in use by another process (another cri-dockerd?)", path)
-		}
-		if err := os.Remove(path); err != nil {
-			return nil, fmt.Errorf("remove stale socket %s: %w", path, err)
-		}
-	}
-	// Create the socket with no permissions for others from the start, then open it to the group.
-	old := syscall.Umask(0o117)
-	lis, err := net.Listen("unix", path)
-	syscall.Umask(old)
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", path, err)
-	}
-	if err := os.Chmod(path, 0o660); err != nil {
-		lis.Close()
-		return nil, err
-	}
-	if g, err := user.LookupGroup("docker"); err == nil {
-		if gid, err := strconv.Atoi(g.Gid); err == nil {
-			if err := os.Chown(path, -1, gid); err != nil && !errors.Is(err, os.ErrPermission) {
-				lis.Close()
-				return nil, err
-			}
-		}
-	}
-	return lis, nil
 }
 
 // moduleVersion is the version of a dependency as recorded in the binary.

@@ -86,8 +86,12 @@ type Config struct {
 	// privilege except the node's devices (containerd's privileged_without_host_devices):
 	// for VM runtimes, where host devices mean nothing inside the guest or must not leak in.
 	PrivilegedWithoutHostDevices []string
-	// MetricsBindAddr is where Prometheus metrics and pprof are served; "" is off.
+	// MetricsBindAddr is where Prometheus metrics are served; "" is off.
 	MetricsBindAddr string
+	// EnablePprof adds Go's /debug/pprof to the metrics listener. Off by default: profiles
+	// show the process's memory and command line, and a CPU profile or trace costs CPU, to
+	// anyone who reaches the port.
+	EnablePprof bool
 	// StreamingBindAddr is where the exec/attach/port-forward server listens (HOST:PORT, HOST, :PORT).
 	StreamingBindAddr string
 	// PodCIDR is the pod CIDR (comma-separated for dual stack) given to CNI as ipRanges until
@@ -225,6 +229,8 @@ func (c *Config) Validate() error {
 		if _, _, err := net.SplitHostPort(c.MetricsBindAddr); err != nil {
 			problems = append(problems, fmt.Sprintf("--metrics-bind-addr %q: want HOST:PORT, e.g. 127.0.0.1:9099", c.MetricsBindAddr))
 		}
+	} else if c.EnablePprof {
+		problems = append(problems, "--enable-pprof serves /debug/pprof on the metrics listener, and there is none: add --metrics-bind-addr HOST:PORT (e.g. 127.0.0.1:9099), or drop --enable-pprof")
 	}
 	if c.NetworkPluginMTU < 0 || c.NetworkPluginMTU > 65535 {
 		problems = append(problems, fmt.Sprintf("--network-plugin-mtu %d: want 0 (the plugin's default) or an MTU up to 65535", c.NetworkPluginMTU))

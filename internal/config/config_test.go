@@ -163,6 +163,9 @@ func TestValidateLimitsAtTheirEdges(t *testing.T) {
 		{[]string{"--streaming-bind-addr", "a b:1"}, "want HOST:PORT, HOST or :PORT"},
 		{[]string{"--metrics-bind-addr", "127.0.0.1:9099"}, ""},
 		{[]string{"--metrics-bind-addr", "127.0.0.1"}, "--metrics-bind-addr"},
+		{[]string{"--metrics-bind-addr", "127.0.0.1:9099", "--enable-pprof"}, ""},
+		{[]string{"--enable-pprof"}, "--enable-pprof serves /debug/pprof on the metrics listener, and there is none: add --metrics-bind-addr HOST:PORT"},
+		{[]string{"--enable-pprof=false"}, ""},
 		{[]string{"--max-concurrent-starts", "-1"}, ""},
 		{[]string{"--max-concurrent-starts", "-2"}, "--max-concurrent-starts must be"},
 		{[]string{"--max-container-log-line-size", "1"}, ""},
@@ -177,6 +180,27 @@ func TestValidateLimitsAtTheirEdges(t *testing.T) {
 			t.Errorf("%q: %v, want it accepted", tc.args, err)
 		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 			t.Errorf("%q: %v, want an error saying %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+// pprof is off unless asked, on the command line or by the config file's key of the same name.
+func TestEnablePprofIsOffByDefaultAndSetByItsKey(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		file string
+		want bool
+	}{
+		{[]string{"--metrics-bind-addr", "127.0.0.1:9099"}, "", false},
+		{[]string{"--metrics-bind-addr", "127.0.0.1:9099", "--enable-pprof"}, "", true},
+		{nil, "metrics-bind-addr: 127.0.0.1:9099\nenable-pprof: true\n", true},
+	} {
+		cfg, err := parse(t, tc.args, tc.file)
+		if err != nil {
+			t.Fatalf("%q, file %q: %v", tc.args, tc.file, err)
+		}
+		if cfg.EnablePprof != tc.want {
+			t.Errorf("%q, file %q: EnablePprof %v, want %v", tc.args, tc.file, cfg.EnablePprof, tc.want)
 		}
 	}
 }

@@ -18,6 +18,8 @@ type ExecResult struct {
 	Stdout, Stderr string
 	ExitCode       int
 	Delay          time.Duration
+	// Release, when set, holds the process's output and exit until it is closed (after Delay).
+	Release <-chan struct{}
 }
 
 // ExecHandler decides what an exec'd command does in the fake.
@@ -93,6 +95,15 @@ func (f *Fake) AttachExec(ctx context.Context, execID string, _ container.ExecAt
 			return
 		case <-ctx.Done():
 			return
+		}
+		if result.Release != nil {
+			select {
+			case <-result.Release:
+			case <-e.killed:
+				return
+			case <-ctx.Done():
+				return
+			}
 		}
 		var buf bytes.Buffer
 		if result.Stdout != "" {

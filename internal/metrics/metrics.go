@@ -1,7 +1,8 @@
 // Package metrics exposes cri-dockerd's Prometheus metrics: CRI call latency and errors,
 // Docker call latency, pods by runtime handler, streaming sessions, log followers and their
-// failed writes, and container stats refreshes, on an opt-in listener that also serves
-// /debug/pprof. packaging/monitoring has a Grafana dashboard and alert rules for them.
+// failed writes, and container stats refreshes, on an opt-in listener that serves Go's
+// /debug/pprof too when asked. packaging/monitoring has a Grafana dashboard and alert rules for
+// them.
 package metrics
 
 import (
@@ -9,13 +10,14 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"net/http/pprof"
+	httppprof "net/http/pprof"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 )
@@ -167,26 +169,69 @@ func (m *Metrics) ObserveStatsRefresh(d time.Duration, failed bool) {
 // LogWriteFailed records a write to a CRI log file that failed (containerlog.Manager.WriteFailed).
 func (m *Metrics) LogWriteFailed() { m.logWriteFailures.Inc() }
 
-// Handler serves /metrics and /debug/pprof/.
-func (m *Metrics) Handler() http.Handler {
+// Handler serves /metrics, and /debug/pprof/ when pprof is set; without it /debug/pprof is not
+// found, since the listener has no authentication and a profile shows the process's memory
+// and command line, and a CPU profile or trace costs CPU.
+func (m *Metrics) Handler(pprof bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	if pprof {
+		mux.HandleFunc("/debug/pprof/", httppprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", httppprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", httppprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", httppprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", httppprof.Trace)
+	}
 	return mux
 }
 
-// Serve listens on addr and serves Handler until ctx ends. It returns the listener's address
-// once it listens (useful with port 0).
-func (m *Metrics) Serve(ctx context.Context, addr string) (net.Addr, <-chan error, error) {
-	lis, err := net.Listen("tcp", addr)
+// LoopbackOnly reports whether a listener on addr (HOST:PORT) is reachable from this node
+// alone: its host is a loopback IP or "localhost". An empty host, 0.0.0.0, ::, a routable IP
+// and any other name are not; names are not resolved.
+func LoopbackOnly(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// The metrics listener's bounds, so that whoever reaches the port cannot hold it for nothing.
+// Prometheus keeps one connection to a target and scrapes it every 15 to 60 s: 64 connections at
+// once leave room for a few scrapers and a person with curl, and one idle for 2 minutes (longer
+// than a scrape interval, so a scraper's connection is kept) is closed. A request's header must
+// come within 10 s. There is no WriteTimeout: a CPU profile or trace answers after the seconds
+// it was asked for, and net/http/pprof refuses one longer than a WriteTimeout.
+const (
+	maxConns          = 64
+	readHeaderTimeout = 10 * time.Second
+	idleTimeout       = 2 * time.Minute
+)
+
+// limits are the listener's bounds; tests give small ones.
+type limits struct {
+	maxConns                       int
+	readHeaderTimeout, idleTimeout time.Duration
+}
+
+// Serve listens on addr and serves Handler(pprof) until ctx ends. It returns the listener's
+// address once it listens (useful with port 0). At most 64 connections are served at once; the
+// next wait in the kernel's accept queue until one closes.
+func (m *Metrics) Serve(ctx context.Context, addr string, pprof bool) (net.Addr, <-chan error, error) {
+	return m.serve(ctx, addr, pprof, limits{maxConns: maxConns, readHeaderTimeout: readHeaderTimeout, idleTimeout: idleTimeout})
+}
+
+func (m *Metrics) serve(ctx context.Context, addr string, pprof bool, lim limits) (net.Addr, <-chan error, error) {
+	tcp, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, nil, err
 	}
-	srv := &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	lis := netutil.LimitListener(tcp, lim.maxConns)
+	srv := &http.Server{Handler: m.Handler(pprof), ReadHeaderTimeout: lim.readHeaderTimeout, IdleTimeout: lim.idleTimeout}
 	done := make(chan error, 1)
 	go func() {
 		err := srv.Serve(lis)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/testutil"
 )
 
 func TestOperationNamesHidesIDsAndImageNames(t *testing.T) {
@@ -51,7 +54,7 @@ func TestMetricsEndpointReportsCallsErrorsAndHandlers(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	addr, done, err := m.Serve(ctx, "127.0.0.1:0")
+	addr, done, err := m.Serve(ctx, "127.0.0.1:0", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,10 +81,6 @@ func TestMetricsEndpointReportsCallsErrorsAndHandlers(t *testing.T) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
-	resp, err = http.Get("http://" + addr.String() + "/debug/pprof/")
-	if err != nil || resp.StatusCode != 200 {
-		t.Errorf("pprof: %v %v", resp, err)
-	}
 	cancel()
 	select {
 	case err := <-done:
@@ -91,4 +90,81 @@ func TestMetricsEndpointReportsCallsErrorsAndHandlers(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Error("metrics server did not stop")
 	}
+}
+
+// /debug/pprof is served only when asked; /metrics either way.
+func TestPprofIsServedOnlyWhenAsked(t *testing.T) {
+	m := New(Sources{})
+	for _, tc := range []struct {
+		pprof bool
+		want  map[string]int // path: status
+	}{
+		{false, map[string]int{"/metrics": 200, "/debug/pprof/": 404, "/debug/pprof/goroutine?debug=1": 404, "/debug/pprof/cmdline": 404}},
+		{true, map[string]int{"/metrics": 200, "/debug/pprof/": 200, "/debug/pprof/goroutine?debug=1": 200, "/debug/pprof/cmdline": 200}},
+	} {
+		srv := httptest.NewServer(m.Handler(tc.pprof))
+		for path, want := range tc.want {
+			resp, err := http.Get(srv.URL + path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != want {
+				t.Errorf("pprof %v: GET %s answers %d, want %d", tc.pprof, path, resp.StatusCode, want)
+			}
+		}
+		srv.Close()
+	}
+}
+
+// A metrics listener on anything but a loopback address is reachable by others, and warned about.
+func TestLoopbackOnly(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"127.0.0.1:9099":         true,
+		"127.0.0.2:9099":         true,
+		"[::1]:9099":             true,
+		"localhost:9099":         true,
+		"LocalHost:9099":         true,
+		"0.0.0.0:9099":           false,
+		":9099":                  false,
+		"[::]:9099":              false,
+		"10.0.0.5:9099":          false,
+		"[2001:db8::1]:9099":     false,
+		"node.example:9099":      false,
+		"localhost.example:9099": false,
+		"127.0.0.1":              false, // not HOST:PORT: Validate refuses it; never called loopback
+	} {
+		if got := LoopbackOnly(addr); got != want {
+			t.Errorf("LoopbackOnly(%q) = %v, want %v", addr, got, want)
+		}
+	}
+}
+
+// serveForTest serves the metrics on loopback with the given bounds until the test ends.
+func serveForTest(t *testing.T, lim limits) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	addr, done, err := New(Sources{}).serve(ctx, "127.0.0.1:0", false, lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return addr.String()
+}
+
+// Beyond the cap, a connection waits unanswered until another closes.
+func TestMetricsListenerCapsConnections(t *testing.T) {
+	addr := serveForTest(t, limits{maxConns: 2, readHeaderTimeout: time.Minute, idleTimeout: time.Hour})
+	testutil.CheckConnCap(t, addr, "/metrics", 2)
+}
+
+// A kept-alive connection left idle is closed after the idle timeout.
+func TestMetricsListenerClosesIdleConnections(t *testing.T) {
+	addr := serveForTest(t, limits{maxConns: 2, readHeaderTimeout: time.Minute, idleTimeout: 50 * time.Millisecond})
+	testutil.CheckIdleConnClosed(t, addr, "/metrics", 10*time.Second)
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	"golang.org/x/net/netutil"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	cristreaming "k8s.io/cri-streaming/pkg/streaming"
 
@@ -24,6 +25,28 @@ import (
 // DefaultBindAddr is loopback and a free port: a node's kubelet reaches it, nothing else does.
 // Upstream cri-dockerd listens on every interface by default; we do not.
 const DefaultBindAddr = "127.0.0.1:0"
+
+// The HTTP server's bounds. Each exec, attach or port-forward session is one connection that
+// is upgraded (SPDY or websocket) and hijacked: net/http clears its deadlines and no longer
+// times it, and cri-streaming's own timeouts bound the session (StreamCreationTimeout, 30 s,
+// for the client to open its streams; StreamIdleTimeout, 4 h, without traffic). Before that a
+// connection must send its request's header within 30 s, and one left idle after a request is
+// closed after 1 minute: clients open a connection per session, so keeping one alive gains
+// nothing. At most 1024 connections are served at once, far more sessions than a node's kubelet
+// holds, and few enough that whoever reaches the port cannot take the process's file
+// descriptors; the next wait in the kernel's accept queue until one closes. No ReadTimeout or
+// WriteTimeout: how long a session lasts is for cri-streaming's timeouts to say.
+const (
+	maxConns          = 1024
+	readHeaderTimeout = 30 * time.Second
+	idleTimeout       = time.Minute
+)
+
+// httpLimits are the HTTP server's bounds; tests give small ones.
+type httpLimits struct {
+	maxConns                       int
+	readHeaderTimeout, idleTimeout time.Duration
+}
 
 // Options configure the streaming server.
 type Options struct {
@@ -59,6 +82,10 @@ type Server struct {
 // NewServer listens on opts.BindAddr and builds the cri-streaming server whose URLs point at
 // the address it really listens on. Call Serve to serve and Stop to end.
 func NewServer(opts Options) (*Server, error) {
+	return newServer(opts, httpLimits{maxConns: maxConns, readHeaderTimeout: readHeaderTimeout, idleTimeout: idleTimeout})
+}
+
+func newServer(opts Options, lim httpLimits) (*Server, error) {
 	if opts.Docker == nil {
 		return nil, errors.New("streaming server: no Docker client")
 	}
@@ -99,11 +126,11 @@ func NewServer(opts Options) (*Server, error) {
 		lis.Close()
 		return nil, fmt.Errorf("streaming server: %w", err)
 	}
-	s := &Server{cri: cri, runtime: rt, lis: lis, baseURL: baseURL, log: opts.Logger}
+	s := &Server{cri: cri, runtime: rt, lis: netutil.LimitListener(lis, lim.maxConns), baseURL: baseURL, log: opts.Logger}
 	// Our own http.Server on our own listener rather than cri's Start: Start listens by itself
 	// and only then learns the port, racing with the first Get* call, and it would advertise
-	// 0.0.0.0 or [::] for an unspecified bind address.
-	s.http = &http.Server{Handler: cri, ReadHeaderTimeout: 30 * time.Second}
+	// 0.0.0.0 or [::] for an unspecified bind address. Its server has no timeouts either.
+	s.http = &http.Server{Handler: cri, ReadHeaderTimeout: lim.readHeaderTimeout, IdleTimeout: lim.idleTimeout}
 	return s, nil
 }
 

@@ -198,10 +198,14 @@ printf 'runtime-endpoint: unix://%s\nimage-endpoint: unix://%s\ntimeout: 30\n' "
 crictl() { "$CRICTL" --config "$RUN/crictl.yaml" "$@"; }
 log "starting $BINARY on unix://$RUN/cri.sock (log: $OUT/cri-dockerd.log)"
 # The density run profiles the idle CPU of a binary that serves pprof and metrics (ours;
-# upstream has none), and counts its Docker calls.
+# upstream has none), and counts its Docker calls. Ours serves pprof only with --enable-pprof,
+# which binaries older than the flag do not know (they serve pprof with the metrics).
 CRI_PPROF=()
 if [[ -n $DENSITY ]] && "$BINARY" --help 2>&1 | grep -q -- --metrics-bind-addr; then
   CRI_PPROF=(--metrics-bind-addr "127.0.0.1:$(free_port)")
+  if "$BINARY" --help 2>&1 | grep -q -- --enable-pprof; then
+    CRI_PPROF+=(--enable-pprof)
+  fi
 fi
 "$BINARY" --container-runtime-endpoint "unix://$RUN/cri.sock" --docker-endpoint "unix://$RUN/docker.sock" \
   --cri-dockerd-root-directory "$RUN/crid" --network-plugin= --pod-infra-container-image "$PAUSE_IMAGE" \

@@ -142,7 +142,7 @@ metrics_addr=
 # exited (no use waiting longer).
 ready_or_gone() {
   kill -0 "$daemon_pid" 2>/dev/null || return 0
-  metrics_addr=$(sed -n 's/.*msg="metrics and pprof listening".*address="\{0,1\}\([0-9.]*:[0-9]*\).*/\1/p' "$WORK/cri-dockerd.log" | head -1)
+  metrics_addr=$(sed -n 's/.*msg="metrics listening".*address="\{0,1\}\([0-9.]*:[0-9]*\).*/\1/p' "$WORK/cri-dockerd.log" | head -1)
   [[ -n $metrics_addr && -S $SOCK ]] && crictl info >/dev/null 2>&1
 }
 wait_for 30 "cri-dockerd to serve on unix://$SOCK" ready_or_gone || true
