@@ -350,7 +350,7 @@ func (f *follower) copyOnce(ctx context.Context, follow bool, watch rotationWatc
 		if err != nil {
 			continue
 		}
-		if last.sentAgain(streamName, at, msg) {
+		if last.sentAgain(streamName, at, msg, r.Whole()) {
 			continue
 		}
 		if at.Equal(from.Time) {
@@ -380,16 +380,23 @@ type lastSent map[string]struct {
 // lines again. So within a stream a message stamped before the last is such a repeat, and so is
 // the last whole line again with its stamp. The two streams are stamped apart (stdout's and
 // stderr's copiers), so one's stamps are never held against the other's, and equal text with
-// a stamp of its own is a line of its own.
-func (l lastSent) sentAgain(stream string, at time.Time, msg []byte) bool {
+// a stamp of its own is a line of its own. Only whole messages are compared: a piece of a
+// longer message cut at the line size (whole false) is not one of Docker's, and the next
+// message, which may carry the same stamp (as Docker's parts of one line do), may hold the
+// same text.
+func (l lastSent) sentAgain(stream string, at time.Time, msg []byte, whole bool) bool {
 	prev, ok := l[stream]
-	if ok && (at.Before(prev.at) || (at.Equal(prev.at) && bytes.HasSuffix(msg, []byte("\n")) && bytes.Equal(msg, prev.msg))) {
+	if ok && (at.Before(prev.at) || (whole && at.Equal(prev.at) && bytes.HasSuffix(msg, []byte("\n")) && bytes.Equal(msg, prev.msg))) {
 		return true
+	}
+	kept := prev.msg[:0]
+	if whole {
+		kept = append(kept, msg...)
 	}
 	l[stream] = struct {
 		at  time.Time
 		msg []byte
-	}{at, append(prev.msg[:0], msg...)}
+	}{at, kept}
 	return false
 }
 

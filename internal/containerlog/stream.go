@@ -39,6 +39,8 @@ type messageReader struct {
 	// stream, what is left of its frame.
 	cont   bool
 	stream string
+	// piece says the message returned last is a piece of a longer one, cut here.
+	piece bool
 	stamp  []byte
 	left   int
 }
@@ -49,6 +51,9 @@ func newMessageReader(stream io.Reader, tty bool, max int) *messageReader {
 	}
 	return &messageReader{r: bufio.NewReaderSize(stream, streamBufferSize), tty: tty, max: max}
 }
+
+// Whole says the message returned last is all of Docker's message, not a piece cut here.
+func (r *messageReader) Whole() bool { return !r.piece }
 
 // Buffered is how much of the stream has arrived but is not read yet.
 func (r *messageReader) Buffered() int { return r.r.Buffered() }
@@ -66,6 +71,7 @@ func (r *messageReader) next() (string, []byte, error) {
 // nextFrame reads a multiplexed stream: frames of an 8-byte header (the stream, the length)
 // and a message.
 func (r *messageReader) nextFrame() (string, []byte, error) {
+	r.piece = r.cont
 	for !r.cont {
 		var header [8]byte
 		if _, err := io.ReadFull(r.r, header[:]); err != nil {
@@ -101,6 +107,7 @@ func (r *messageReader) nextFrame() (string, []byte, error) {
 	}
 	r.left -= n
 	r.cont = r.left > 0
+	r.piece = r.piece || r.cont
 	return r.stream, r.msg, nil
 }
 
@@ -132,6 +139,7 @@ func (r *messageReader) nextTerminal() (string, []byte, error) {
 		}
 		r.stamp = append(r.stamp[:0], tok...)
 	}
+	r.piece = r.cont
 	r.cont = false
 	r.msg = append(r.msg[:0], r.stamp...)
 	text := 0
@@ -169,7 +177,7 @@ func (r *messageReader) nextTerminal() (string, []byte, error) {
 		r.msg = append(r.msg, p[:n]...)
 		r.r.Discard(n) // peeked
 		if text += n; text == r.max {
-			r.cont = true
+			r.cont, r.piece = true, true
 			return "stdout", r.msg, nil
 		}
 	}
