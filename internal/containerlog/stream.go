@@ -41,8 +41,8 @@ type messageReader struct {
 	stream string
 	// piece says the message returned last is a piece of a longer one, cut here.
 	piece bool
-	stamp  []byte
-	left   int
+	stamp []byte
+	left  int
 }
 
 func newMessageReader(stream io.Reader, tty bool, max int) *messageReader {
