@@ -100,15 +100,22 @@ func TestListenUnixLeavesTheUmaskAlone(t *testing.T) {
 	checkServed(t, lis, path)
 }
 
+// preciousFile is a file a link at the socket's path may point to, in a new directory, and its
+// mode and group now.
+func preciousFile(t *testing.T) (dir, path string, st fileState) {
+	t.Helper()
+	dir = t.TempDir()
+	path = filepath.Join(dir, "precious")
+	if err := os.WriteFile(path, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir, path, stateOf(t, path)
+}
+
 // A symbolic link at the socket's path is refused and left alone; its target keeps its mode
 // and group.
 func TestListenUnixRefusesASymlinkAtItsPath(t *testing.T) {
-	dir := t.TempDir()
-	target := filepath.Join(dir, "precious")
-	if err := os.WriteFile(target, []byte("x"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	before := stateOf(t, target)
+	dir, target, before := preciousFile(t)
 	path := filepath.Join(dir, "cri.sock")
 	if err := os.Symlink(target, path); err != nil {
 		t.Fatal(err)
@@ -132,12 +139,7 @@ func TestListenUnixRefusesASymlinkAtItsPath(t *testing.T) {
 // A symbolic link put at the socket's path while we listen (after the path was checked) makes
 // the listen fail, and is neither followed nor replaced: its target keeps its mode and group.
 func TestListenUnixDoesNotFollowASymlinkPutAtItsPathMeanwhile(t *testing.T) {
-	dir := t.TempDir()
-	target := filepath.Join(dir, "precious")
-	if err := os.WriteFile(target, []byte("x"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	before := stateOf(t, target)
+	dir, target, before := preciousFile(t)
 	path := filepath.Join(dir, "cri.sock")
 	lis, err := listenUnixRacing(path, func() {
 		_ = os.Remove(path)

@@ -42,22 +42,10 @@ func runningContainer(t *testing.T, fake *libdocker.Fake, hc *container.HostConf
 	return testutil.RunningContainer(t, fake, "c-"+strconv.FormatInt(time.Now().UnixNano(), 36), &container.Config{Image: "busybox:1.36"}, hc)
 }
 
-// startServer serves a streaming server on loopback for the test.
+// startServer serves a streaming server on loopback for the test, with the server's own bounds.
 func startServer(t *testing.T, fake *libdocker.Fake) *Server {
 	t.Helper()
-	s, err := NewServer(Options{Docker: fake, Logger: quietLog(), Proc: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- s.Serve() }()
-	t.Cleanup(func() {
-		_ = s.Stop()
-		if err := <-served; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	return s
+	return serveWithLimits(t, fake, httpLimits{maxConns: maxConns, readHeaderTimeout: readHeaderTimeout, idleTimeout: idleTimeout})
 }
 
 func spdyExec(ctx context.Context, rawURL string, opts remotecommand.StreamOptions) error {
