@@ -7,7 +7,8 @@ package checkpointarchive
 
 import (
 	"archive/tar"
-	"bytes"
+	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -43,11 +44,15 @@ type Contents struct {
 	// UpperDir is the container's overlay upper directory: its writes to the image's files; ""
 	// for none known.
 	UpperDir string
+	// StageDir holds the rootfs diff while it is written (the archive's directory if ""): the
+	// archive's tar needs its size before its bytes, and it is never all in memory.
+	StageDir string
 }
 
 // Write writes the archive to path, which must not exist: into a temporary file beside it,
-// renamed into place once complete, so the kubelet never sees half an archive.
-func Write(path string, c Contents) (err error) {
+// renamed into place once complete, so the kubelet never sees half an archive. ctx ends the
+// rootfs diff's walk.
+func Write(ctx context.Context, path string, c Contents) (err error) {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
 		return err
@@ -73,18 +78,8 @@ func Write(path string, c Contents) (err error) {
 		return fmt.Errorf("CRIU images: %w", err)
 	}
 	if c.UpperDir != "" {
-		diff, deleted, err := rootfsDiff(c.UpperDir)
-		if err != nil {
+		if err := addRootfsDiff(ctx, tw, c.UpperDir, cmp.Or(c.StageDir, filepath.Dir(path))); err != nil {
 			return fmt.Errorf("rootfs diff of %s: %w", c.UpperDir, err)
-		}
-		if err := addBytes(tw, "rootfs-diff.tar", diff); err != nil {
-			return err
-		}
-		if len(deleted) > 0 {
-			list, _ := json.Marshal(deleted)
-			if err := addBytes(tw, "deleted.files", list); err != nil {
-				return err
-			}
 		}
 	}
 	if err := tw.Close(); err != nil {
@@ -108,6 +103,41 @@ func addBytes(tw *tar.Writer, name string, body []byte) error {
 	}
 	_, err := tw.Write(body)
 	return err
+}
+
+// addRootfsDiff adds rootfs-diff.tar, staged in a temporary file in stage, and deleted.files.
+func addRootfsDiff(ctx context.Context, tw *tar.Writer, upper, stage string) error {
+	diff, err := os.CreateTemp(stage, ".rootfs-diff-*.tar")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(diff.Name())
+	defer diff.Close()
+	deleted, err := writeRootfsDiff(ctx, upper, diff)
+	if err != nil {
+		return err
+	}
+	size, err := diff.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return err
+	}
+	if _, err := diff.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	if err := tw.WriteHeader(&tar.Header{Name: "rootfs-diff.tar", Mode: 0o600, Size: size, ModTime: time.Now(), Typeflag: tar.TypeReg}); err != nil {
+		return err
+	}
+	if _, err := io.CopyN(tw, diff, size); err != nil {
+		return err
+	}
+	if len(deleted) == 0 {
+		return nil
+	}
+	list, err := json.Marshal(deleted)
+	if err != nil {
+		return err
+	}
+	return addBytes(tw, "deleted.files", list)
 }
 
 // addTree adds the regular files and directories under dir as prefix/... .
@@ -160,39 +190,6 @@ func addEntry(tw *tar.Writer, p, name string, d fs.DirEntry) error {
 	defer f.Close()
 	_, err = io.Copy(tw, f)
 	return err
-}
-
-// rootfsDiff is a tar of what the upper directory holds, and the paths it deletes: overlayfs
-// marks a deleted file with a whiteout, a character device 0:0.
-func rootfsDiff(upper string) ([]byte, []string, error) {
-	var buf bytes.Buffer
-	var deleted []string
-	tw := tar.NewWriter(&buf)
-	err := filepath.WalkDir(upper, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if p == upper {
-			return nil
-		}
-		rel, _ := filepath.Rel(upper, p)
-		if d.Type()&fs.ModeCharDevice != 0 {
-			if info, err := d.Info(); err == nil {
-				if st, ok := info.Sys().(*syscall.Stat_t); ok && st.Rdev == 0 {
-					deleted = append(deleted, "/"+filepath.ToSlash(rel))
-					return nil
-				}
-			}
-		}
-		return addEntry(tw, p, filepath.ToSlash(rel), d)
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := tw.Close(); err != nil {
-		return nil, nil, err
-	}
-	return buf.Bytes(), deleted, nil
 }
 
 // BundleSpec reads the OCI spec of the container whose first process is pid: config.json of

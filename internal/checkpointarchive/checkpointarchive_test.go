@@ -3,6 +3,7 @@ package checkpointarchive
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -61,7 +62,7 @@ func TestWrite(t *testing.T) {
 	}
 	out := filepath.Join(dir, "checkpoint.tar")
 	at := time.Date(2026, 12, 3, 17, 0, 0, 0, time.UTC)
-	err := Write(out, Contents{CriuDir: criu, Spec: []byte(`{"ociVersion":"1.0.2"}`), UpperDir: upper,
+	err := Write(context.Background(), out, Contents{CriuDir: criu, Spec: []byte(`{"ociVersion":"1.0.2"}`), UpperDir: upper,
 		Config: Config{ID: "abc", Name: "app", RootfsImageName: "busybox:latest", CheckpointedAt: at}})
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +96,7 @@ func TestWrite(t *testing.T) {
 		}
 	}
 	// Never over an existing file, and nothing left beside it.
-	if err := Write(out, Contents{CriuDir: criu, Spec: []byte("{}")}); !errors.Is(err, fs.ErrExist) {
+	if err := Write(context.Background(), out, Contents{CriuDir: criu, Spec: []byte("{}")}); !errors.Is(err, fs.ErrExist) {
 		t.Errorf("Write over an existing archive: %v", err)
 	}
 	left, _ := filepath.Glob(filepath.Join(dir, ".checkpoint.tar.*"))

@@ -74,7 +74,7 @@ func (s *Service) CheckpointContainer(ctx context.Context, req *runtimeapi.Check
 	if upper == "" {
 		upper = s.layers.snapshotUpperDir(ctx, c.ID)
 	}
-	err = checkpointarchive.Write(location, checkpointarchive.Contents{
+	err = checkpointarchive.Write(ctx, location, checkpointarchive.Contents{
 		CriuDir: filepath.Join(dir, dump),
 		Spec:    spec,
 		Config: checkpointarchive.Config{
@@ -83,9 +83,16 @@ func (s *Service) CheckpointContainer(ctx context.Context, req *runtimeapi.Check
 			OCIRuntime: c.HostConfig.Runtime, CreatedTime: time.Unix(0, parseDockerTime(c.Created)).UTC(), CheckpointedAt: at,
 		},
 		UpperDir: upper,
+		StageDir: dir,
 	})
 	if errors.Is(err, fs.ErrExist) {
 		return nil, status.Errorf(codes.AlreadyExists, "checkpoint of %q: %s exists", id, location)
+	}
+	if errors.Is(err, checkpointarchive.ErrSparse) {
+		return nil, status.Errorf(codes.ResourceExhausted, "checkpoint of %q: %v", id, err)
+	}
+	if ctx.Err() != nil { // the request's timeout, or its caller gone
+		return nil, status.Errorf(status.FromContextError(ctx.Err()).Code(), "checkpoint of %q: %v", id, err)
 	}
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "checkpoint of %q: write %s: %v", id, location, err)
