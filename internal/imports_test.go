@@ -40,6 +40,7 @@ var parts = map[string][]string{
 var leaves = []string{
 	"internal/core/startgate",
 	"internal/dockerid",
+	"internal/fswalk",
 	"internal/kerneloom",
 	"internal/keyedmutex",
 	"internal/libdocker/containerdroot",

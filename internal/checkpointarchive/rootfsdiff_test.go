@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/cri-dockerd/cri-dockerd/internal/fswalk"
 )
 
 // mkfiles writes files (path: body) under dir.
@@ -46,13 +48,13 @@ func diffOf(t *testing.T, upper string) ([]byte, []string, map[string]*tar.Heade
 
 // The running container swaps what it owns between our stat and our read: a file for a symlink
 // to the host's secret, a directory for a symlink to the host's directory, a file for a device
-// node. What lands in the diff is what was there when we looked, never the host's.
+// node. The host's files never land in the diff.
 func TestRootfsDiffReadsOnlyTheInodesItLookedAt(t *testing.T) {
 	dir := t.TempDir()
 	upper, outside := filepath.Join(dir, "upper"), filepath.Join(dir, "host")
 	const secret = "host-secret-never-in-a-diff"
 	mkfiles(t, outside, map[string]string{"shadow": secret, "etc/shadow": secret})
-	mkfiles(t, upper, map[string]string{"data": "mine", "dir/inner": "inner", "dev": "not a device"})
+	mkfiles(t, upper, map[string]string{"data": "mine", "dir/inner": "inner", "dev": "not a device", "conf": "old"})
 	// Symlinks that stay symlinks: recorded as links, never followed.
 	if err := os.Symlink(filepath.Join(outside, "shadow"), filepath.Join(upper, "abs")); err != nil {
 		t.Fatal(err)
@@ -89,6 +91,8 @@ func TestRootfsDiffReadsOnlyTheInodesItLookedAt(t *testing.T) {
 			swap(rel, func(p string) error { return os.Symlink(filepath.Join(outside, "shadow"), p) })
 		case "dir":
 			swap(rel, func(p string) error { return os.Symlink(outside, p) })
+		case "conf": // replaced atomically, as a program rewrites its configuration
+			swap(rel, func(p string) error { return os.WriteFile(p, []byte("new conf"), 0o644) })
 		case "dev":
 			if os.Geteuid() == 0 { // /dev/zero's numbers: reading it never ends
 				swap(rel, func(p string) error { return syscall.Mknod(p, syscall.S_IFCHR|0o600, 1<<8|5) })
@@ -99,7 +103,7 @@ func TestRootfsDiffReadsOnlyTheInodesItLookedAt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"data", "dir", "dev"} {
+	for _, name := range []string{"data", "dir", "dev", "conf"} {
 		if !swapped[name] {
 			t.Fatalf("the walk never looked at %s: %v", name, names)
 		}
@@ -107,8 +111,12 @@ func TestRootfsDiffReadsOnlyTheInodesItLookedAt(t *testing.T) {
 	if bytes.Contains(raw, []byte(secret)) {
 		t.Fatalf("the host's file is in the diff: %v", names)
 	}
-	if string(files["data"]) != "mine" || string(files["dir/inner"]) != "inner" || string(files["dev"]) != "not a device" {
-		t.Errorf("diff %v: data %q, dir/inner %q, dev %q", names, files["data"], files["dir/inner"], files["dev"])
+	// A file swapped for a symlink or a device while we look is left out; the directory is
+	// walked as it was; a file replaced by a rename is the new one.
+	_, hasData := headers["data"]
+	dev, hasDev := files["dev"]
+	if hasData || string(files["dir/inner"]) != "inner" || string(files["conf"]) != "new conf" || (hasDev && string(dev) != "not a device") {
+		t.Errorf("diff %v: data %q, dir/inner %q, conf %q, dev %q", names, files["data"], files["dir/inner"], files["conf"], files["dev"])
 	}
 	if h := headers["abs"]; h == nil || h.Typeflag != tar.TypeSymlink || h.Linkname != filepath.Join(outside, "shadow") {
 		t.Errorf("abs: %+v", h)
@@ -170,12 +178,12 @@ func TestRootfsDiffIsBoundedByWhatTheLayerHolds(t *testing.T) {
 	})
 	t.Run("depth", func(t *testing.T) {
 		upper := t.TempDir()
-		deep := filepath.Join(upper, strings.Repeat("d/", maxDepth+2))
+		deep := filepath.Join(upper, strings.Repeat("d/", fswalk.MaxDepth+2))
 		if err := os.MkdirAll(deep, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, _, _, err := diffOf(t, upper); err == nil || !strings.Contains(err.Error(), "deeper than") {
-			t.Fatalf("directories %d deep: %v", maxDepth+2, err)
+		if _, _, _, _, err := diffOf(t, upper); !errors.Is(err, fswalk.ErrTooDeep) {
+			t.Fatalf("directories %d deep: %v", fswalk.MaxDepth+2, err)
 		}
 	})
 	t.Run("streamed", func(t *testing.T) {

@@ -183,7 +183,7 @@ func (l *layersRoots) inodes(ctx context.Context, dir string) (uint64, bool) {
 // countInodes counts the inodes under dir as the writable layers' walk does (walkUsage: hard
 // links once); a directory that does not exist holds none.
 func countInodes(dir string) (uint64, error) {
-	u, err := stats.WalkUsage(dir)
+	u, err := stats.WalkUsage(context.Background(), dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, nil
 	}

@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"io/fs"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -17,6 +16,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/sirupsen/logrus"
 
+	"github.com/cri-dockerd/cri-dockerd/internal/fswalk"
 	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
 	"github.com/cri-dockerd/cri-dockerd/internal/stats/runscstats"
 	"github.com/cri-dockerd/cri-dockerd/internal/supervise"
@@ -522,9 +522,10 @@ func sampleFromDocker(st container.StatsResponse) *Sample {
 // fsEvery for all containers.
 func (c *Collector) measureWritableLayer(ctx context.Context, id, upperDir string) (*FSUsage, error) {
 	if upperDir != "" {
-		if u, err := WalkUsage(upperDir); err == nil {
+		// Docker measures a layer deeper than our walk goes: a pod cannot hide its usage so.
+		if u, err := WalkUsage(ctx, upperDir); err == nil {
 			return u, nil
-		} else if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, fs.ErrPermission) {
+		} else if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, fs.ErrPermission) && !errors.Is(err, fswalk.ErrTooDeep) {
 			return nil, err
 		}
 	}
@@ -555,34 +556,25 @@ func (c *Collector) measureWritableLayer(ctx context.Context, id, upperDir strin
 	return &FSUsage{At: c.sizesAt, Bytes: uint64(max(size, 0))}, nil
 }
 
-// WalkUsage sums the allocated bytes and counts the inodes under dir.
-func WalkUsage(dir string) (*FSUsage, error) {
+// WalkUsage sums the allocated bytes and counts the inodes under dir, dir included. A
+// container owns what its writable layer holds and may swap it while we walk: the walk is
+// fswalk's, beneath descriptors, so a directory swapped for a symlink to / sends it nowhere.
+func WalkUsage(ctx context.Context, dir string) (*FSUsage, error) {
 	u := &FSUsage{At: time.Now(), HasInodes: true}
+	var root syscall.Stat_t
+	if err := syscall.Lstat(dir, &root); err != nil {
+		return nil, &fs.PathError{Op: "lstat", Path: dir, Err: err}
+	}
+	u.Bytes, u.Inodes = uint64(root.Blocks)*512, 1
 	seen := map[uint64]bool{}
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if path == dir {
-				return err
-			}
-			return nil // a file removed during the walk
-		}
-		info, err := d.Info()
-		if err != nil {
-			return nil
-		}
-		st, ok := info.Sys().(*syscall.Stat_t)
-		if !ok {
-			u.Bytes += uint64(max(info.Size(), 0))
-			u.Inodes++
-			return nil
-		}
-		if st.Nlink > 1 && !d.IsDir() {
-			if seen[st.Ino] {
+	err := fswalk.Walk(ctx, dir, func(e *fswalk.Entry) error {
+		if e.Stat.Nlink > 1 && e.Stat.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+			if seen[e.Stat.Ino] {
 				return nil
 			}
-			seen[st.Ino] = true
+			seen[e.Stat.Ino] = true
 		}
-		u.Bytes += uint64(st.Blocks) * 512
+		u.Bytes += uint64(e.Stat.Blocks) * 512
 		u.Inodes++
 		return nil
 	})

@@ -197,7 +197,7 @@ func TestWritableLayerIsMeasuredLikeDu(t *testing.T) {
 	if err := os.Link(filepath.Join(dir, "a", "f"), filepath.Join(dir, "a", "b", "g")); err != nil {
 		t.Fatal(err)
 	}
-	u, err := WalkUsage(dir)
+	u, err := WalkUsage(context.Background(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +205,7 @@ func TestWritableLayerIsMeasuredLikeDu(t *testing.T) {
 	if u.Inodes != 4 || u.Bytes < 10000 || !u.HasInodes {
 		t.Errorf("usage %+v", u)
 	}
-	if _, err := WalkUsage(filepath.Join(dir, "missing")); err == nil {
+	if _, err := WalkUsage(context.Background(), filepath.Join(dir, "missing")); err == nil {
 		t.Error("no error for a missing directory")
 	}
 }
