@@ -78,6 +78,7 @@ func (e *Entry) Readlink() (string, error) {
 	}
 	return string(buf[:n]), nil
 }
+
 // Walk calls fn for each entry under root (not root itself), a directory before what it
 // holds. An entry removed during the walk is skipped; ctx ends the walk.
 func Walk(ctx context.Context, root string, fn func(*Entry) error) error {
