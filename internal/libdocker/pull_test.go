@@ -101,7 +101,11 @@ func testPullClient(t *testing.T, endpoint string, reportInterval time.Duration)
 }
 
 func TestPullImageProgressDeadline(t *testing.T) {
-	const deadline = 200 * time.Millisecond
+	// A deadline of 200 ms and messages every quarter of it, scaled with the machine's load: on
+	// a busy machine a 50 ms pause between two messages took more than 200 ms, and the steady
+	// progress was cut.
+	deadline := testutil.Scaled(200 * time.Millisecond).Round(time.Millisecond)
+	noProgress := "no pull progress for " + deadline.String()
 	downloading := status("abc123", "Downloading", 1_000_000, 20_000_000)
 	for _, tc := range []struct {
 		name  string
@@ -112,31 +116,31 @@ func TestPullImageProgressDeadline(t *testing.T) {
 		{
 			name:    "stalled while downloading",
 			steps:   []pullStep{status("1", "Pulling from app", 0, 0), status("abc123", "Pulling fs layer", 0, 0), downloading, {stall: true}},
-			wantErr: []string{testPullRef, "no pull progress for 200ms", `(last: "abc123: Downloading 1MB/20MB")`},
+			wantErr: []string{testPullRef, noProgress, `(last: "abc123: Downloading 1MB/20MB")`},
 		},
 		{
 			// The containerd image store repeats a stalled layer's progress every few seconds.
 			name: "the same progress repeated",
 			steps: func() []pullStep {
 				s := []pullStep{status("abc123", "Pulling fs layer", 0, 0)}
-				for i := 0; i < 12; i++ { // 600 ms of "Downloading 71B/142B", every 50 ms
-					s = append(s, status("abc123", "Downloading", 71, 142), pullStep{pause: 50 * time.Millisecond})
+				for i := 0; i < 12; i++ { // three deadlines of "Downloading 71B/142B", every quarter
+					s = append(s, status("abc123", "Downloading", 71, 142), pullStep{pause: deadline / 4})
 				}
 				return append(s, pullStep{stall: true})
 			}(),
-			wantErr: []string{testPullRef, "no pull progress for 200ms", `(last: "abc123: Downloading 71B/142B")`},
+			wantErr: []string{testPullRef, noProgress, `(last: "abc123: Downloading 71B/142B")`},
 		},
 		{
 			name:    "no message at all",
 			steps:   []pullStep{{stall: true}},
-			wantErr: []string{testPullRef, "no pull progress for 200ms", `(last: "no progress message yet")`},
+			wantErr: []string{testPullRef, noProgress, `(last: "no progress message yet")`},
 		},
 		{
 			name: "steady progress outlasting the deadline",
 			steps: func() []pullStep {
 				var s []pullStep
-				for i := int64(1); i <= 15; i++ { // 750 ms in all, a message every 50 ms
-					s = append(s, status("abc123", "Downloading", i*1_000_000, 20_000_000), pullStep{pause: 50 * time.Millisecond})
+				for i := int64(1); i <= 15; i++ { // 3.75 deadlines in all, a message every quarter
+					s = append(s, status("abc123", "Downloading", i*1_000_000, 20_000_000), pullStep{pause: deadline / 4})
 				}
 				return append(s, status("", "Status: Downloaded newer image for "+testPullRef, 0, 0))
 			}(),

@@ -171,6 +171,7 @@ type Collector struct {
 	fsEvery    time.Duration
 	staleAfter time.Duration
 	maxAge     time.Duration
+	ticks      <-chan time.Time // Config.Ticks
 	sem        chan struct{}
 	// host is where the node's cgroups and processes are (cgroups.go).
 	host Host
@@ -217,6 +218,9 @@ type Config struct {
 	// sample another gets it too, StaleAfter when a sample is too old for any RPC, Keep how
 	// long a container no RPC asks about is refreshed. Tests shorten them.
 	Interval, MaxAge, StaleAfter, Keep time.Duration
+	// Ticks, when set, is the background refresh's clock in place of a ticker at Interval: a
+	// round runs at each time received. Tests send them.
+	Ticks <-chan time.Time
 	// OnRefresh, when set, is told of each container's refresh as it ends: how long it took
 	// (the wait for one of the Concurrency slots included) and whether it failed. A container
 	// that Docker no longer has is no failure: it is forgotten.
@@ -237,6 +241,7 @@ func New(cfg Config) *Collector {
 		snapshotUpperDir: cfg.SnapshotUpperDir,
 		runscPath:        cfg.RunscPath,
 		onRefresh:        cfg.OnRefresh,
+		ticks:            cfg.Ticks,
 		sem:              make(chan struct{}, Concurrency),
 		entries:          map[string]*statsEntry{},
 		stop:             make(chan struct{}),
@@ -604,15 +609,22 @@ func (c *Collector) ensureRunning() {
 // the others.
 func (c *Collector) loop() {
 	defer close(c.done)
-	ticker := time.NewTicker(c.interval)
-	defer ticker.Stop()
+	ticks := c.ticks
+	if ticks == nil {
+		ticker := time.NewTicker(c.interval)
+		defer ticker.Stop()
+		ticks = ticker.C
+	}
 	for {
 		select {
 		case <-c.stop:
 			return
-		case <-ticker.C:
+		case now := <-ticks:
+			if c.ticks == nil {
+				now = time.Now() // a late tick's round is at its own time, not the ticker's
+			}
+			c.tick(now)
 		}
-		c.tick(time.Now())
 	}
 }
 
