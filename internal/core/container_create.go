@@ -89,19 +89,25 @@ func (s *Service) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 		vols.Release()
 		return nil, s.runtimeFailure(ctx, err, fmt.Sprintf("create container %q", name), rt)
 	}
-	if err := vols.Check(ctx, id); err != nil {
-		s.removeAfterFailure(ctx, id)
-		vols.Release()
-		return nil, err
-	}
 	if nri {
-		if err := s.nriCreateContainer(ctx, id); err != nil {
-			s.removeAfterFailure(context.WithoutCancel(ctx), id)
+		if id, err = s.nriCreateContainer(ctx, id, name, containerCfg, hostCfg); err != nil {
 			vols.Release()
 			return nil, err
 		}
 	}
+	if err := vols.Check(ctx, id); err != nil {
+		if nri {
+			s.nriUndoCreate(ctx, id)
+		} else {
+			s.removeAfterFailure(ctx, id)
+		}
+		vols.Release()
+		return nil, err
+	}
 	vols.Commit(id)
+	if nri {
+		s.nriPostCreate(ctx, id)
+	}
 	return &runtimeapi.CreateContainerResponse{ContainerId: id}, nil
 }
 

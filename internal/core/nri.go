@@ -1,7 +1,9 @@
 package core
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -11,6 +13,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -367,34 +370,102 @@ func (s *Service) nriRemovePodSandbox(ctx context.Context, pod *api.PodSandbox) 
 	}
 }
 
-// nriCreateContainer asks plugins about container id, just created in Docker and hidden while
-// they answer. Docker assigns a container's ID at its create, and plugins know a container by
-// its ID, so they hear of it after Docker's create and before anyone else sees it. An
-// adjustment is not applied yet: one that changes anything fails the create (docs/nri.md).
-func (s *Service) nriCreateContainer(ctx context.Context, id string) error {
+// nriCreateContainer asks plugins about container id, just created in Docker as name from cfg
+// and hc, and returns the container to keep. Plugins know a container by its ID and Docker
+// gives the ID at its create, so they hear of a container after Docker's create, while it is
+// hidden. With an adjustment, which Docker cannot apply to a container it has, the container
+// is made again with it: plugins hear of the first one's stop and removal and of the new one,
+// whose adjustment must then change nothing (docs/nri.md). On error nothing is left.
+func (s *Service) nriCreateContainer(ctx context.Context, id, name string, cfg *container.Config, hc *container.HostConfig) (string, error) {
+	adj, err := s.nriAskCreate(ctx, id)
+	if err != nil {
+		s.removeAfterFailure(context.WithoutCancel(ctx), id)
+		return "", err
+	}
+	if len(adjustedFields(adj)) == 0 {
+		return id, nil
+	}
+	caps := dockerCaps{APIVersion: s.docker.APIVersion()}
+	if info, err := s.runtimes.get(ctx); err == nil {
+		caps.CDI = len(info.CDISpecDirs) > 0
+	}
+	err = applyNRIAdjustment(adj, cfg, hc, caps)
+	s.nriUndoCreate(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	id2, err := s.createContainer(ctx, name, cfg, hc)
+	if err != nil {
+		return "", dockerError(err, "create container %q again with the NRI plugins' adjustment", name)
+	}
+	adj2, err := s.nriAskCreate(ctx, id2)
+	if err == nil && !adjustsNothing(adj2, cfg, hc, caps) {
+		err = status.Errorf(codes.FailedPrecondition, "NRI: CreateContainer %s: plugins adjusted the container made with their adjustment again (%s): their answer must be the same for the same container", id2, strings.Join(adjustedFields(adj2), ", "))
+		s.nriUndoCreate(ctx, id2)
+	}
+	if err != nil {
+		s.removeAfterFailure(context.WithoutCancel(ctx), id2)
+		return "", err
+	}
+	return id2, nil
+}
+
+// nriAskCreate tells plugins of container id, hidden meanwhile, and returns their adjustment;
+// on error they have heard of its removal.
+func (s *Service) nriAskCreate(ctx context.Context, id string) (*api.ContainerAdjustment, error) {
 	s.nriPending.set(id, true)
 	defer s.nriPending.set(id, false)
 	pod, ctr, ok := s.nriViews(ctx, id)
 	if !ok {
-		return status.Errorf(codes.Internal, "NRI: CreateContainer %s: the container or its sandbox is gone", id)
+		return nil, status.Errorf(codes.Internal, "NRI: CreateContainer %s: the container or its sandbox is gone", id)
 	}
 	adj, err := s.nri.CreateContainer(ctx, pod, ctr)
-	if err == nil {
-		if changed := adjustedFields(adj); len(changed) > 0 {
-			err = status.Errorf(codes.InvalidArgument, "NRI: CreateContainer %s: plugins adjusted %s, which cri-dockerd does not apply yet (docs/nri.md)", id, strings.Join(changed, ", "))
-		}
-	} else {
-		err = status.Errorf(codes.Unknown, "NRI: CreateContainer %s: %v", id, err)
-	}
 	if err != nil {
-		// Undone for the plugins too: they hear of its stop and removal.
 		s.nriRemoveContainer(context.WithoutCancel(ctx), pod, ctr)
-		return err
+		return nil, status.Errorf(codes.Unknown, "NRI: CreateContainer %s: %v", id, err)
 	}
-	if err := s.nri.PostCreateContainer(ctx, pod, ctr); err != nil {
-		s.log.WithField("id", id).Warnf("NRI: PostCreateContainer: %v", err)
+	return adj, nil
+}
+
+// nriPostCreate tells plugins of container id, created.
+func (s *Service) nriPostCreate(ctx context.Context, id string) {
+	if pod, ctr, ok := s.nriViews(ctx, id); ok {
+		if err := s.nri.PostCreateContainer(ctx, pod, ctr); err != nil {
+			s.log.WithField("id", id).Warnf("NRI: PostCreateContainer: %v", err)
+		}
 	}
-	return nil
+}
+
+// nriUndoCreate removes container id, which plugins heard of, telling them of its stop and
+// removal as containerd does for a create that failed.
+func (s *Service) nriUndoCreate(ctx context.Context, id string) {
+	ctx = context.WithoutCancel(ctx)
+	pod, ctr, ok := s.nriViews(ctx, id)
+	s.removeAfterFailure(ctx, id)
+	if ok {
+		s.nriRemoveContainer(ctx, pod, ctr)
+	}
+}
+
+// adjustsNothing reports whether adj, applied to the configuration a container was made with,
+// leaves it as it is.
+func adjustsNothing(adj *api.ContainerAdjustment, cfg *container.Config, hc *container.HostConfig, caps dockerCaps) bool {
+	if len(adjustedFields(adj)) == 0 {
+		return true
+	}
+	var cfg2 container.Config
+	var hc2 container.HostConfig
+	if !jsonCopy(cfg, &cfg2) || !jsonCopy(hc, &hc2) || applyNRIAdjustment(adj, &cfg2, &hc2, caps) != nil {
+		return false
+	}
+	a, _ := json.Marshal([]any{cfg, hc})
+	b, _ := json.Marshal([]any{&cfg2, &hc2})
+	return bytes.Equal(a, b)
+}
+
+func jsonCopy(from, to any) bool {
+	b, err := json.Marshal(from)
+	return err == nil && json.Unmarshal(b, to) == nil
 }
 
 // adjustedFields names what an adjustment sets, field by field ("linux.resources.cpu.shares"):
@@ -463,5 +534,44 @@ func (s *Service) nriRemoveContainer(ctx context.Context, pod *api.PodSandbox, c
 	}
 	if err := s.nri.RemoveContainer(ctx, pod, ctr); err != nil {
 		s.log.WithField("id", ctr.GetId()).Warnf("NRI: RemoveContainer: %v", err)
+	}
+}
+
+// nriUpdateContainer asks plugins about a container's new resources: what they answer is what
+// Docker is asked to set (CPU, memory and pids; the rest stays as the kubelet asked).
+func (s *Service) nriUpdateContainer(ctx context.Context, id string, res container.Resources) (container.Resources, error) {
+	if !s.nriActive() {
+		return res, nil
+	}
+	pod, ctr, ok := s.nriViews(ctx, id)
+	if !ok {
+		return res, nil
+	}
+	asked := nriResources(&res)
+	got, err := s.nri.UpdateContainer(ctx, pod, ctr, asked)
+	if err != nil {
+		return res, status.Errorf(codes.Unknown, "NRI: UpdateContainer %s: %v", id, err)
+	}
+	if got == nil || proto.Equal(got, asked) {
+		return res, nil
+	}
+	set, err := dockerResourcesOf(got)
+	if err != nil {
+		return res, status.Errorf(codes.InvalidArgument, "NRI: UpdateContainer %s: plugins set %v", id, err)
+	}
+	res.CPUShares, res.CPUQuota, res.CPUPeriod, res.CpusetCpus, res.CpusetMems = set.CPUShares, set.CPUQuota, set.CPUPeriod, set.CpusetCpus, set.CpusetMems
+	res.Memory, res.MemoryReservation, res.MemorySwap, res.PidsLimit = set.Memory, set.MemoryReservation, set.MemorySwap, set.PidsLimit
+	return res, nil
+}
+
+// nriPostUpdate tells plugins of a container whose resources changed.
+func (s *Service) nriPostUpdate(ctx context.Context, id string) {
+	if !s.nriActive() {
+		return
+	}
+	if pod, ctr, ok := s.nriViews(ctx, id); ok {
+		if err := s.nri.PostUpdateContainer(ctx, pod, ctr); err != nil {
+			s.log.WithField("id", id).Warnf("NRI: PostUpdateContainer: %v", err)
+		}
 	}
 }
