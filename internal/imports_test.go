@@ -65,6 +65,7 @@ var testOnly = []string{
 	"test/images/pause",
 	"internal",
 	"internal/execkill/execkilltest",
+	"internal/nri/nritest",
 	"internal/stats/statstest",
 	"internal/testutil",
 }

@@ -267,10 +267,23 @@ func TestNRIAdjustRefusesWhatDockerCannot(t *testing.T) {
 		t.Run(tc.field, func(t *testing.T) {
 			cfg, hc := nriBase()
 			err := applyNRIAdjustment(tc.adj, cfg, hc, tc.caps)
-			t.Log(err)
 			if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), tc.field) {
 				t.Errorf("err = %v; want InvalidArgument naming %s", err, tc.field)
 			}
 		})
+	}
+}
+
+// The real statDevice reads a node's type and numbers: /dev/null is character 1:3 on Linux.
+func TestNRIAdjustStatDeviceReadsTheHostNode(t *testing.T) {
+	typ, major, minor, err := statDevice("/dev/null")
+	if err != nil {
+		t.Skip(err)
+	}
+	if typ != "c" || major != 1 || minor != 3 {
+		t.Errorf("/dev/null = %s %d:%d, want c 1:3", typ, major, minor)
+	}
+	if _, _, _, err := statDevice(t.TempDir()); err == nil {
+		t.Error("a directory passed as a device node")
 	}
 }
