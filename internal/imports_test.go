@@ -31,9 +31,10 @@ var parts = map[string][]string{
 	"internal/imagevolume":  {"internal/libdocker"},
 	"internal/streaming":    {"internal/execkill", "internal/libdocker"},
 	"internal/metrics":      nil,
-	"internal/core":         {"internal/containerlog", "internal/execkill", "internal/imagevolume", "internal/libdocker", "internal/network", "internal/stats", "internal/store"},
+	"internal/nri":          nil,
+	"internal/core":         {"internal/containerlog", "internal/execkill", "internal/imagevolume", "internal/libdocker", "internal/network", "internal/nri", "internal/stats", "internal/store"},
 	"internal/doctor":       {"internal/config", "internal/core", "internal/libdocker"},
-	"cmd/cri-dockerd":       {"internal/config", "internal/core", "internal/doctor", "internal/libdocker", "internal/metrics", "internal/network", "internal/store", "internal/streaming"},
+	"cmd/cri-dockerd":       {"internal/config", "internal/core", "internal/doctor", "internal/libdocker", "internal/metrics", "internal/network", "internal/nri", "internal/store", "internal/streaming"},
 }
 
 // leaves do one small job and import no part; they may import other leaves.
@@ -64,6 +65,7 @@ var testOnly = []string{
 	"test/images/pause",
 	"internal",
 	"internal/execkill/execkilltest",
+	"internal/nri/nritest",
 	"internal/stats/statstest",
 	"internal/testutil",
 }

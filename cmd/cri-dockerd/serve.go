@@ -27,6 +27,7 @@ import (
 	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
 	"github.com/cri-dockerd/cri-dockerd/internal/metrics"
 	"github.com/cri-dockerd/cri-dockerd/internal/network"
+	"github.com/cri-dockerd/cri-dockerd/internal/nri"
 	"github.com/cri-dockerd/cri-dockerd/internal/replycodec"
 	"github.com/cri-dockerd/cri-dockerd/internal/runtimecgroups"
 	"github.com/cri-dockerd/cri-dockerd/internal/standby"
@@ -188,6 +189,11 @@ func serve(ctx context.Context, cfg *config.Config) error {
 				StatsRefreshed:               statsRefreshed,
 				LogWriteFailed:               logWriteFailed,
 				KernelLog:                    kernelLog,
+				NRI: nri.Config{
+					Enable: cfg.NRI, SocketPath: cfg.NRISocket, PluginPath: cfg.NRIPluginPath, PluginConfigPath: cfg.NRIPluginConfigPath,
+					RegistrationTimeout: cfg.NRIPluginRegistrationTimeout, RequestTimeout: cfg.NRIPluginRequestTimeout,
+					DisableConnections: cfg.NRIDisableConnections,
+				},
 			})
 		})
 	}()

@@ -46,6 +46,11 @@ const (
 	// container's log to 30 MB, the kubelet's default for its CRI files being 50 MiB.
 	DefaultDockerLogMaxSize = "10m"
 	DefaultDockerLogMaxFile = 3
+	// DefaultNRISocket, DefaultNRIPluginPath and DefaultNRIPluginConfigPath are NRI's own
+	// defaults, as containerd's and CRI-O's.
+	DefaultNRISocket           = "/var/run/nri/nri.sock"
+	DefaultNRIPluginPath       = "/opt/nri/plugins"
+	DefaultNRIPluginConfigPath = "/etc/nri/conf.d"
 	// DefaultMaxContainerLogLineSize is containerd's default max_container_log_line_size.
 	DefaultMaxContainerLogLineSize = 16 << 10
 	// maxContainerLogLineSizeLimit bounds the flag: each container with output holds a line.
@@ -116,6 +121,17 @@ type Config struct {
 	// MaxContainerLogLineSize is the longest text of one line of a CRI log file; a longer
 	// line is written as partial lines.
 	MaxContainerLogLineSize int
+	// NRI hosts the Node Resource Interface for plugins (containerd's [plugins."io.containerd.nri.v1.nri"]).
+	NRI bool
+	// NRISocket is where external NRI plugins connect.
+	NRISocket string
+	// NRIPluginPath holds NRI plugins to start; NRIPluginConfigPath their configuration.
+	NRIPluginPath, NRIPluginConfigPath string
+	// NRIPluginRegistrationTimeout bounds a plugin's registration, NRIPluginRequestTimeout
+	// each of its answers.
+	NRIPluginRegistrationTimeout, NRIPluginRequestTimeout time.Duration
+	// NRIDisableConnections refuses external plugins: only those of NRIPluginPath run.
+	NRIDisableConnections bool
 }
 
 // DockerLogLimit is DockerLogMaxSize, "" when off.
@@ -140,25 +156,31 @@ func (c *Config) ConcurrentStarts(cpus int) int {
 // Default returns the configuration used when nothing is set.
 func Default() *Config {
 	return &Config{
-		ContainerRuntimeEndpoint:  DefaultCRIEndpoint,
-		DockerEndpoint:            DefaultDockerEndpoint,
-		RootDirectory:             DefaultRootDirectory,
-		CheckpointDirectory:       DefaultCheckpointDirectory,
-		PodInfraContainerImage:    DefaultPodInfraImage,
-		RuntimeRequestTimeout:     DefaultRuntimeRequestTimeout,
-		ImagePullProgressDeadline: DefaultImagePullProgressLimit,
-		NetworkPlugin:             DefaultNetworkPlugin,
-		CNIBinDirs:                append([]string(nil), DefaultCNIBinDirs...),
-		CNIConfDir:                DefaultCNIConfDir,
-		CNICacheDir:               DefaultCNICacheDir,
-		LogLevel:                  "info",
-		RuntimeHandlerAliases:     map[string]string{},
-		DefaultRuntimeHandler:     DefaultRuntimeHandlerName,
-		StreamingBindAddr:         DefaultStreamingBindAddr,
-		HairpinMode:               DefaultHairpinMode,
-		DockerLogMaxSize:          DefaultDockerLogMaxSize,
-		DockerLogMaxFile:          DefaultDockerLogMaxFile,
-		MaxContainerLogLineSize:   DefaultMaxContainerLogLineSize,
+		ContainerRuntimeEndpoint:     DefaultCRIEndpoint,
+		DockerEndpoint:               DefaultDockerEndpoint,
+		RootDirectory:                DefaultRootDirectory,
+		CheckpointDirectory:          DefaultCheckpointDirectory,
+		PodInfraContainerImage:       DefaultPodInfraImage,
+		RuntimeRequestTimeout:        DefaultRuntimeRequestTimeout,
+		ImagePullProgressDeadline:    DefaultImagePullProgressLimit,
+		NetworkPlugin:                DefaultNetworkPlugin,
+		CNIBinDirs:                   append([]string(nil), DefaultCNIBinDirs...),
+		CNIConfDir:                   DefaultCNIConfDir,
+		CNICacheDir:                  DefaultCNICacheDir,
+		LogLevel:                     "info",
+		RuntimeHandlerAliases:        map[string]string{},
+		DefaultRuntimeHandler:        DefaultRuntimeHandlerName,
+		StreamingBindAddr:            DefaultStreamingBindAddr,
+		HairpinMode:                  DefaultHairpinMode,
+		DockerLogMaxSize:             DefaultDockerLogMaxSize,
+		DockerLogMaxFile:             DefaultDockerLogMaxFile,
+		MaxContainerLogLineSize:      DefaultMaxContainerLogLineSize,
+		NRI:                          true,
+		NRISocket:                    DefaultNRISocket,
+		NRIPluginPath:                DefaultNRIPluginPath,
+		NRIPluginConfigPath:          DefaultNRIPluginConfigPath,
+		NRIPluginRegistrationTimeout: 5 * time.Second,
+		NRIPluginRequestTimeout:      2 * time.Second,
 	}
 }
 
@@ -289,6 +311,16 @@ func (c *Config) Validate() error {
 		// containerd reads -1 as no limit; here a line always has one, or a container's
 		// endless line would take the runtime's memory.
 		problems = append(problems, fmt.Sprintf("--max-container-log-line-size %d: want 1 to %d bytes (a line is always cut: a container that writes without a newline must not fill our memory)", c.MaxContainerLogLineSize, maxContainerLogLineSizeLimit))
+	}
+	if c.NRI {
+		for flag, p := range map[string]string{"--nri-socket": c.NRISocket, "--nri-plugin-path": c.NRIPluginPath, "--nri-plugin-config-path": c.NRIPluginConfigPath} {
+			if !filepath.IsAbs(p) {
+				problems = append(problems, fmt.Sprintf("%s %q: want an absolute path", flag, p))
+			}
+		}
+		if c.NRIPluginRegistrationTimeout <= 0 || c.NRIPluginRequestTimeout <= 0 {
+			problems = append(problems, fmt.Sprintf("--nri-plugin-registration-timeout %s, --nri-plugin-request-timeout %s: both must be positive", c.NRIPluginRegistrationTimeout, c.NRIPluginRequestTimeout))
+		}
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("invalid configuration:\n  %s", strings.Join(problems, "\n  "))

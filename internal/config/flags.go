@@ -82,6 +82,13 @@ func (c *Config) BindFlags(fs *pflag.FlagSet) {
 		"max-file that goes with --docker-log-max-size: how many files of that size Docker keeps. cri-dockerd copies from them, so a longer outage of cri-dockerd under a chatty container loses what Docker dropped meanwhile")
 	fs.IntVar(&c.MaxContainerLogLineSize, "max-container-log-line-size", c.MaxContainerLogLineSize,
 		"the longest text of one line of a container's CRI log file, in bytes, as containerd's max_container_log_line_size: a longer line (a terminal's output without newlines) is written as partial lines, so a container cannot fill cri-dockerd's memory with one line. 1 to 16 MiB")
+	fs.BoolVar(&c.NRI, "nri", c.NRI, "host NRI, the Node Resource Interface, as containerd and CRI-O do: plugins on --nri-socket and in --nri-plugin-path see every pod and container and adjust containers as they are created (docs/nri.md). When another runtime serves the socket, NRI is off, with a warning")
+	fs.StringVar(&c.NRISocket, "nri-socket", c.NRISocket, "where external NRI plugins connect (containerd's socket_path)")
+	fs.StringVar(&c.NRIPluginPath, "nri-plugin-path", c.NRIPluginPath, "a directory of NRI plugins to start, named IDX-NAME (containerd's plugin_path)")
+	fs.StringVar(&c.NRIPluginConfigPath, "nri-plugin-config-path", c.NRIPluginConfigPath, "the configuration of the plugins of --nri-plugin-path (containerd's plugin_config_path)")
+	fs.DurationVar(&c.NRIPluginRegistrationTimeout, "nri-plugin-registration-timeout", c.NRIPluginRegistrationTimeout, "how long an NRI plugin may take to register (containerd's plugin_registration_timeout)")
+	fs.DurationVar(&c.NRIPluginRequestTimeout, "nri-plugin-request-timeout", c.NRIPluginRequestTimeout, "how long an NRI plugin may take to answer an event (containerd's plugin_request_timeout)")
+	fs.BoolVar(&c.NRIDisableConnections, "nri-disable-connections", c.NRIDisableConnections, "accept no external NRI plugin on --nri-socket: only those of --nri-plugin-path run (containerd's disable_connections)")
 	fs.StringVar(&c.StreamingBindAddr, "streaming-bind-addr", c.StreamingBindAddr,
 		"where the exec/attach/port-forward server listens: HOST:PORT, HOST (a free port) or :PORT (every interface); port 0 picks a free port")
 }

@@ -52,6 +52,9 @@ func (s *Service) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	}
 	// What Docker's events said of the sandbox: Docker itself would create the container (a
 	// container: network mode is not checked before start) and leave it with no pod.
+	if s.nriPending.has(sandboxID) {
+		return nil, status.Errorf(codes.FailedPrecondition, "pod sandbox %q is not ready: an NRI plugin's RunPodSandbox hook is running", sandboxID)
+	}
 	switch s.sandboxes.ended(sandboxID) {
 	case sandboxRemoved:
 		return nil, notFoundf("pod sandbox %q not found: its container was removed", sandboxID)
@@ -76,17 +79,35 @@ func (s *Service) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	if err != nil {
 		return nil, err
 	}
+	nri := s.nriActive()
+	if nri {
+		// A plugin that connects now is given this container once plugins heard of it.
+		defer s.nri.BlockSync()()
+	}
 	id, err := s.createContainer(ctx, name, containerCfg, hostCfg)
 	if err != nil {
 		vols.Release()
 		return nil, s.runtimeFailure(ctx, err, fmt.Sprintf("create container %q", name), rt)
 	}
+	if nri {
+		if id, err = s.nriCreateContainer(ctx, id, name, containerCfg, hostCfg); err != nil {
+			vols.Release()
+			return nil, err
+		}
+	}
 	if err := vols.Check(ctx, id); err != nil {
-		s.removeAfterFailure(ctx, id)
+		if nri {
+			s.nriUndoCreate(ctx, id)
+		} else {
+			s.removeAfterFailure(ctx, id)
+		}
 		vols.Release()
 		return nil, err
 	}
 	vols.Commit(id)
+	if nri {
+		s.nriPostCreate(ctx, id)
+	}
 	return &runtimeapi.CreateContainerResponse{ContainerId: id}, nil
 }
 

@@ -13,6 +13,20 @@ import (
 // sandbox, state and labels. While the store answers lists, the whole list is built once per
 // change and filtered (list_cache.go).
 func (s *Service) ListContainers(ctx context.Context, req *runtimeapi.ListContainersRequest) (*runtimeapi.ListContainersResponse, error) {
+	resp, err := s.listContainersKept(ctx, req)
+	if err != nil || !s.nriPending.any() {
+		return resp, err
+	}
+	out := make([]*runtimeapi.Container, 0, len(resp.Containers))
+	for _, c := range resp.Containers {
+		if !s.nriPending.has(c.Id) { // its NRI CreateContainer hook runs
+			out = append(out, c)
+		}
+	}
+	return &runtimeapi.ListContainersResponse{Containers: out}, nil
+}
+
+func (s *Service) listContainersKept(ctx context.Context, req *runtimeapi.ListContainersRequest) (*runtimeapi.ListContainersResponse, error) {
 	f := req.GetFilter()
 	all, kept, err := keptList(s, &s.containerList, func() (*runtimeapi.ListContainersResponse, error) { return s.listContainers(ctx, nil) })
 	if !kept {

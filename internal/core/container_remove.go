@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"github.com/containerd/nri/pkg/api"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
@@ -70,6 +71,11 @@ func (s *Service) waitGone(ctx context.Context, id string, limit time.Duration) 
 // removeContainer force-removes a container with its anonymous volumes and forgets its log
 // position; gone already is fine.
 func (s *Service) removeContainer(ctx context.Context, id string) error {
+	var pod *api.PodSandbox
+	var ctr *api.Container
+	if s.nriActive() {
+		pod, ctr, _ = s.nriViews(ctx, id) // before it is gone
+	}
 	err := s.docker.RemoveContainer(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
 	// Docker answers a conflict while another call is already removing the container (e.g.
 	// the rollback of a cancelled RunPodSandbox): wait for that removal to finish.
@@ -77,6 +83,7 @@ func (s *Service) removeContainer(ctx context.Context, id string) error {
 		err = nil
 	}
 	if err == nil || libdocker.IsNotFound(err) {
+		s.nriRemoveContainer(ctx, pod, ctr)
 		s.logs.Forget(id)
 		// Image volumes are our mounts: release them also when the pod's removal removes
 		// the container.

@@ -28,12 +28,16 @@ func (s *Service) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 	if err := s.imageVolumes.EnsureMounted(ctx, c.ID); err != nil {
 		return nil, err
 	}
+	if err := s.nriStartContainer(ctx, c.ID, false); err != nil {
+		return nil, err
+	}
 	err = s.startContainer(ctx, c.ID, startgate.Container)
 	if err == nil {
 		s.followLog(c.ID, c.Config.Labels)
 		if err := s.startCgroupV2Label(ctx, c.ID, c.Config.Labels); err != nil {
 			return nil, err
 		}
+		_ = s.nriStartContainer(ctx, c.ID, true)
 		return &runtimeapi.StartContainerResponse{}, nil
 	}
 	if serr := s.imageVolumes.SubPathStartError(c.ID, err); serr != nil {

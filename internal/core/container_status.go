@@ -47,6 +47,9 @@ func (s *Service) ContainerStatus(ctx context.Context, req *runtimeapi.Container
 	if id == "" {
 		return nil, invalidf("container_id is required")
 	}
+	if s.nriPending.hasPrefix(id) {
+		return nil, notFoundf("container %q: not created yet (an NRI plugin's CreateContainer hook is running)", id)
+	}
 	c, err := s.inspectCRIContainer(ctx, id)
 	if err != nil {
 		return nil, err

@@ -30,5 +30,6 @@ func (s *Service) StopContainer(ctx context.Context, req *runtimeapi.StopContain
 	if err != nil && !libdocker.IsNotFound(err) {
 		return nil, dockerError(err, "stop container %q", id)
 	}
+	s.nriStopContainer(ctx, c.ID)
 	return &runtimeapi.StopContainerResponse{}, nil
 }

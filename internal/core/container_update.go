@@ -42,6 +42,9 @@ func (s *Service) UpdateContainerResources(ctx context.Context, req *runtimeapi.
 			return nil, s.onCgroupV1(files[0])
 		}
 	}
+	if res, err = s.nriUpdateContainer(ctx, c.ID, res); err != nil {
+		return nil, err
+	}
 	warnings, err := s.docker.UpdateContainer(ctx, c.ID, container.UpdateConfig{Resources: res})
 	if err != nil {
 		if libdocker.IsNotFound(err) {
@@ -58,5 +61,6 @@ func (s *Service) UpdateContainerResources(ctx context.Context, req *runtimeapi.
 		}
 	}
 	s.stats.ForgetMeta(c.ID)
+	s.nriPostUpdate(ctx, c.ID)
 	return &runtimeapi.UpdateContainerResourcesResponse{}, nil
 }

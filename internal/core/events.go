@@ -269,6 +269,10 @@ func (b *eventBroker) handle(ctx context.Context, c store.Change) error {
 	}
 	if k.sandbox {
 		b.s.sandboxes.observe(c.ID, string(c.Action))
+	} else if c.Action == events.ActionDie && b.s.nriActive() {
+		// A container that exits on its own is stopped for NRI's plugins too (once: a
+		// StopContainer may have told them already). Apart, not to hold up the events.
+		go supervise.Run(b.s.log, "NRI stop of container "+c.ID, func() { b.s.nriStopContainer(context.Background(), c.ID) })
 	}
 	var typ runtimeapi.ContainerEventType
 	switch c.Action {

@@ -13,6 +13,20 @@ import (
 // listed NOTREADY (sandbox_gone.go). While the store answers lists, the whole list is built
 // once per change and filtered (list_cache.go).
 func (s *Service) ListPodSandbox(ctx context.Context, req *runtimeapi.ListPodSandboxRequest) (*runtimeapi.ListPodSandboxResponse, error) {
+	resp, err := s.listPodSandboxKept(ctx, req)
+	if err != nil || !s.nriPending.any() {
+		return resp, err
+	}
+	out := make([]*runtimeapi.PodSandbox, 0, len(resp.Items))
+	for _, sb := range resp.Items {
+		if !s.nriPending.has(sb.Id) { // its NRI RunPodSandbox hook runs
+			out = append(out, sb)
+		}
+	}
+	return &runtimeapi.ListPodSandboxResponse{Items: out}, nil
+}
+
+func (s *Service) listPodSandboxKept(ctx context.Context, req *runtimeapi.ListPodSandboxRequest) (*runtimeapi.ListPodSandboxResponse, error) {
 	f := req.GetFilter()
 	all, kept, err := keptList(s, &s.sandboxList, func() (*runtimeapi.ListPodSandboxResponse, error) { return s.listPodSandbox(ctx, nil) })
 	if !kept {

@@ -45,6 +45,7 @@ func (s *Service) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePo
 	if err != nil {
 		return nil, dockerError(err, "list containers of pod sandbox %q", id)
 	}
+	s.nriStopPodSandbox(ctx, sandbox, containers) // removed while it runs: plugins hear of its stop first
 	if err := s.removePodContainers(ctx, id, containers); err != nil {
 		return nil, err
 	}
@@ -60,6 +61,7 @@ func (s *Service) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePo
 	// Upstream cri-dockerd's checkpoint goes with its sandbox, as upstream removed it.
 	s.removeUpstreamCheckpoint(sandbox.ID)
 	s.sandboxes.remove(sandbox.ID)
+	s.nriRemovePodSandbox(ctx, nriPodOf(sandbox))
 	return &runtimeapi.RemovePodSandboxResponse{}, nil
 }
 

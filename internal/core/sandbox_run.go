@@ -66,6 +66,9 @@ func (s *Service) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 	if s.opts.HairpinVeth && !s.net.Namespaced() && cfg.GetLinux().GetSecurityContext().GetNamespaceOptions().GetNetwork() != runtimeapi.NamespaceMode_NODE {
 		s.enableHairpin(ctx, id)
 	}
+	if err := s.nriRunPodSandbox(ctx, id); err != nil {
+		return nil, err
+	}
 	s.log.WithFields(map[string]any{"id": id, "pod": cfg.Metadata.Namespace + "/" + cfg.Metadata.Name, "handler": rt.Handler, "docker_runtime": rt.DockerRuntime}).Info("pod sandbox running")
 	return &runtimeapi.RunPodSandboxResponse{PodSandboxId: id}, nil
 }

@@ -53,6 +53,9 @@ func (s *Service) PodSandboxStatus(ctx context.Context, req *runtimeapi.PodSandb
 	if id == "" {
 		return nil, invalidf("pod_sandbox_id is required")
 	}
+	if s.nriPending.hasPrefix(id) {
+		return nil, errNRIPending(id)
+	}
 	// Taken before anything is read: the kubelet keeps a pod's status only if it is newer
 	// than the one it has.
 	at := time.Now()

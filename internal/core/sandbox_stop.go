@@ -71,6 +71,7 @@ func (s *Service) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSan
 	if err := <-stopped; err != nil {
 		return nil, err
 	}
+	s.nriStopPodSandbox(ctx, sandbox, containers)
 	if netErr != nil {
 		return nil, netErr
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/cri-dockerd/cri-dockerd/internal/keyedmutex"
 	"github.com/cri-dockerd/cri-dockerd/internal/libdocker"
 	"github.com/cri-dockerd/cri-dockerd/internal/network"
+	"github.com/cri-dockerd/cri-dockerd/internal/nri"
 	"github.com/cri-dockerd/cri-dockerd/internal/procuser"
 	"github.com/cri-dockerd/cri-dockerd/internal/stats"
 	"github.com/cri-dockerd/cri-dockerd/internal/store"
@@ -91,6 +92,8 @@ type Options struct {
 	// KernelLog is the kernel's log (kerneloom.Open), followed for OOM kills Docker did not
 	// tell of (kerneloom); nil: Docker's oom events alone.
 	KernelLog io.Reader
+	// NRI is the Node Resource Interface's configuration (internal/nri); off when not Enable.
+	NRI nri.Config
 
 	// imageVolumeMounter replaces mount(2) for image volumes in tests.
 	imageVolumeMounter imagevolume.Mounter
@@ -109,6 +112,12 @@ type StreamingServer interface {
 type Service struct {
 	runtimeapi.UnimplementedRuntimeServiceServer
 	runtimeapi.UnimplementedImageServiceServer
+
+	// nri hosts NRI's plugins (nil: off); nriState says why it is off; nriPending holds the
+	// sandboxes whose RunPodSandbox hook runs.
+	nri        *nri.Host
+	nriState   string
+	nriPending nriPending
 
 	docker libdocker.Client
 	// store is Options.Store, or the events-only store of ownStore.
@@ -276,6 +285,7 @@ func New(ctx context.Context, docker libdocker.Client, opts Options) (*Service, 
 	case <-time.After(5 * time.Second):
 		s.log.Warn("not following the container store's events yet; continuing")
 	}
+	s.startNRI()
 	return s, nil
 }
 
@@ -287,6 +297,7 @@ func (s *Service) LogFollowers() int {
 
 // Close stops the background work (log followers), after each has saved where it stands.
 func (s *Service) Close() {
+	s.nri.Stop()
 	s.events.close()
 	if s.ownStore != nil {
 		s.ownStore.Close()

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -18,9 +19,11 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/docker/docker/api/types/system"
 	"github.com/docker/docker/api/types/versions"
+	"golang.org/x/sys/unix"
 
 	"github.com/cri-dockerd/cri-dockerd/internal/config"
 	"github.com/cri-dockerd/cri-dockerd/internal/core"
@@ -98,7 +101,7 @@ func Run(ctx context.Context, docker libdocker.Client, cfg *config.Config) []Che
 	} else {
 		add("network", OK, "--network-plugin=%q: Docker's default bridge", cfg.NetworkPlugin)
 	}
-	checks = append(checks, socketCheck(cfg))
+	checks = append(checks, socketCheck(cfg), nriCheck(cfg, "/proc"))
 	if reason := core.NegativeOOMScoreRefusal(info); reason != "" {
 		add("oom score", Warn, "%s: sandboxes and Guaranteed pods get oom_score_adj 0 instead of a negative value", reason)
 	} else {
@@ -437,4 +440,41 @@ func Failed(checks []Check) bool {
 		}
 	}
 	return false
+}
+
+// nriCheck says whether NRI can be hosted on --nri-socket: who serves the socket (the
+// listener's process, by SO_PEERCRED), and how many plugins --nri-plugin-path holds.
+func nriCheck(cfg *config.Config, proc string) Check {
+	check := Check{Name: "nri"}
+	if !cfg.NRI {
+		check.Status, check.Detail = Info, "NRI off (--nri=false): NRI plugins get no events"
+		return check
+	}
+	plugins := 0
+	if entries, err := os.ReadDir(cfg.NRIPluginPath); err == nil {
+		plugins = len(entries)
+	}
+	detail := fmt.Sprintf("%d plugin(s) in %s to start", plugins, cfg.NRIPluginPath)
+	conn, err := net.DialTimeout("unix", cfg.NRISocket, time.Second)
+	if err != nil {
+		check.Status, check.Detail = OK, fmt.Sprintf("%s is free (cri-dockerd serves it once it runs); %s", cfg.NRISocket, detail)
+		return check
+	}
+	defer conn.Close()
+	server := "an unknown process"
+	if uc, ok := conn.(*net.UnixConn); ok {
+		if raw, err := uc.SyscallConn(); err == nil {
+			_ = raw.Control(func(fd uintptr) {
+				if cred, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED); err == nil {
+					comm, _ := os.ReadFile(filepath.Join(proc, strconv.Itoa(int(cred.Pid)), "comm"))
+					server = fmt.Sprintf("%s (pid %d)", strings.TrimSpace(string(comm)), cred.Pid)
+				}
+			})
+		}
+	}
+	check.Status, check.Detail = OK, fmt.Sprintf("%s is served by %s; %s", cfg.NRISocket, server, detail)
+	if !strings.HasPrefix(server, "cri-dockerd") {
+		check.Status, check.Detail = Warn, check.Detail+": while another runtime holds the socket (containerd's NRI is on by default in containerd 2), cri-dockerd's NRI is off; disable containerd's NRI or give cri-dockerd another --nri-socket"
+	}
+	return check
 }

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -248,4 +250,59 @@ func TestDoctorChecksTheRuntimesDockerRuns(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The NRI check names who serves the socket: cri-dockerd is fine, anyone else takes it from us.
+func TestNRICheckNamesTheSocketsServer(t *testing.T) {
+	cfg := config.Default()
+	cfg.NRISocket = filepath.Join(shortTempDir(t), "nri.sock")
+	cfg.NRIPluginPath = t.TempDir()
+	if c := nriCheck(cfg, "/proc"); c.Status != OK || !strings.Contains(c.Detail, "is free") {
+		t.Errorf("a free socket: %+v", c)
+	}
+	l, err := net.Listen("unix", cfg.NRISocket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	// The test binary serves it: not cri-dockerd, so a warning naming the process.
+	proc := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(proc, strconv.Itoa(os.Getpid())), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(proc, strconv.Itoa(os.Getpid()), "comm"), []byte("containerd\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if c := nriCheck(cfg, proc); c.Status != Warn || !strings.Contains(c.Detail, "containerd (pid") {
+		t.Errorf("a socket containerd serves: %+v", c)
+	}
+	if err := os.WriteFile(filepath.Join(proc, strconv.Itoa(os.Getpid()), "comm"), []byte("cri-dockerd\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if c := nriCheck(cfg, proc); c.Status != OK {
+		t.Errorf("a socket cri-dockerd serves: %+v", c)
+	}
+	cfg.NRI = false
+	if c := nriCheck(cfg, proc); c.Status != Info {
+		t.Errorf("NRI off: %+v", c)
+	}
+}
+
+func shortTempDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "doc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
 }

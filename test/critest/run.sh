@@ -132,7 +132,12 @@ jq '.name = "crid-critest" | .plugins[0].bridge = "crid-ct0" | .plugins[0].ipam.
 net_args=(--network-plugin=)
 [[ $NETWORK_PLUGIN == cni ]] && net_args=(--network-plugin=cni --cni-conf-dir "$RUN/net.d")
 log "starting $BINARY on $ENDPOINT (log: $DAEMON_LOG)"
+# NRI on a socket of this run's own (critest's NRI specs connect their plugin there); no plugins
+# to start. The plugin synchronization specs hold a plugin's Synchronize open for 2 s to race a
+# create against it: longer than NRI's default request timeout (2 s, containerd's too), which
+# would drop the plugin and make the specs skip. 10 s lets them test the race.
 "$BINARY" --container-runtime-endpoint "$ENDPOINT" --cri-dockerd-root-directory "$RUN/root" \
+  --nri-socket "$RUN/nri.sock" --nri-plugin-path "$RUN/nri-plugins" --nri-plugin-request-timeout 10s \
   "${net_args[@]}" "${docker_args[@]}" --log-level info >"$DAEMON_LOG" 2>&1 &
 daemon_pid=$!
 # serving_or_gone: it serves, or it exited (no use waiting longer).
@@ -157,7 +162,7 @@ args=(
   -config "$RUN/crictl.yaml" -runtime-endpoint "$ENDPOINT" -image-endpoint "$ENDPOINT"
   # No -parallel: its default is 1, and passing it makes ginkgo refuse to run ("Use of go test
   # -parallel"). Specs run serially.
-  "-ginkgo.junit-report=$JUNIT"
+  "-ginkgo.junit-report=$JUNIT" -nri-socket "$RUN/nri.sock"
   "-ginkgo.timeout=${CRITEST_TIMEOUT:-45m}"
   -ginkgo.no-color
 )
