@@ -17,13 +17,7 @@ func (s *Service) ListContainers(ctx context.Context, req *runtimeapi.ListContai
 	if err != nil || !s.nriPending.any() {
 		return resp, err
 	}
-	out := make([]*runtimeapi.Container, 0, len(resp.Containers))
-	for _, c := range resp.Containers {
-		if !s.nriPending.has(c.Id) { // its NRI CreateContainer hook runs
-			out = append(out, c)
-		}
-	}
-	return &runtimeapi.ListContainersResponse{Containers: out}, nil
+	return &runtimeapi.ListContainersResponse{Containers: withoutPending(&s.nriPending, resp.Containers, (*runtimeapi.Container).GetId)}, nil
 }
 
 func (s *Service) listContainersKept(ctx context.Context, req *runtimeapi.ListContainersRequest) (*runtimeapi.ListContainersResponse, error) {

@@ -35,10 +35,7 @@ func (s *Service) startNRI() {
 		err = h.Start()
 	}
 	switch {
-	case errors.Is(err, nri.ErrSocketTaken):
-		s.log.Warnf("NRI is off: %v", err)
-		s.nriState = "off: " + err.Error()
-	case err != nil:
+	case err != nil: // nri.ErrSocketTaken among others
 		s.log.Warnf("NRI is off: %v", err)
 		s.nriState = "off: " + err.Error()
 	case h == nil:
@@ -50,10 +47,11 @@ func (s *Service) startNRI() {
 	}
 }
 
-// NRIState says whether NRI is hosted, for doctor and the status.
+// NRIState says whether NRI is hosted, and why not (crictl info shows it too).
 func (s *Service) NRIState() string { return s.nriState }
 
-// nriPending are the sandboxes whose RunPodSandbox hook runs.
+// nriPending are the sandboxes whose RunPodSandbox hook runs and the containers whose
+// CreateContainer hook runs.
 type nriPending struct {
 	mu  sync.Mutex
 	ids map[string]bool
@@ -95,6 +93,17 @@ func (p *nriPending) any() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.ids) > 0
+}
+
+// withoutPending is a list without what is pending: a copy, as lists may be kept and shared.
+func withoutPending[T any](p *nriPending, items []T, id func(T) string) []T {
+	out := make([]T, 0, len(items))
+	for _, item := range items {
+		if !p.has(id(item)) {
+			out = append(out, item)
+		}
+	}
+	return out
 }
 
 // errNRIPending is the answer about a sandbox whose RunPodSandbox hook runs.
@@ -153,10 +162,8 @@ func nriContainerOf(c *container.InspectResponse) *api.Container {
 		ctr.Mounts = append(ctr.Mounts, &api.Mount{Destination: m.Destination, Source: m.Source, Type: "bind", Options: opts})
 	}
 	if hc := c.HostConfig; hc != nil {
-		ctr.Linux = &api.LinuxContainer{
-			CgroupsPath: hc.CgroupParent,
-			Resources:   nriResources(&hc.Resources),
-		}
+		// No cgroups path: Docker makes it from the parent, its cgroup driver and the ID.
+		ctr.Linux = &api.LinuxContainer{Resources: nriResources(&hc.Resources)}
 		if hc.OomScoreAdj != 0 {
 			ctr.Linux.OomScoreAdj = &api.OptionalInt{Value: int64(hc.OomScoreAdj)}
 		}

@@ -17,13 +17,7 @@ func (s *Service) ListPodSandbox(ctx context.Context, req *runtimeapi.ListPodSan
 	if err != nil || !s.nriPending.any() {
 		return resp, err
 	}
-	out := make([]*runtimeapi.PodSandbox, 0, len(resp.Items))
-	for _, sb := range resp.Items {
-		if !s.nriPending.has(sb.Id) { // its NRI RunPodSandbox hook runs
-			out = append(out, sb)
-		}
-	}
-	return &runtimeapi.ListPodSandboxResponse{Items: out}, nil
+	return &runtimeapi.ListPodSandboxResponse{Items: withoutPending(&s.nriPending, resp.Items, (*runtimeapi.PodSandbox).GetId)}, nil
 }
 
 func (s *Service) listPodSandboxKept(ctx context.Context, req *runtimeapi.ListPodSandboxRequest) (*runtimeapi.ListPodSandboxResponse, error) {

@@ -50,7 +50,7 @@ func (s *Service) Status(ctx context.Context, req *runtimeapi.StatusRequest) (*r
 	}
 	if req.Verbose {
 		// sandboxImage is the key upstream writes and kubeadm reads for its pause image check.
-		raw, _ := json.Marshal(map[string]any{"sandboxImage": s.opts.PodInfraImage, "networkPlugin": s.opts.NetworkPlugin, "podInfraImage": s.opts.PodInfraImage, "runtimeHandlerAliases": s.opts.RuntimeHandlerAliases, "privilegedWithoutHostDevices": s.opts.PrivilegedWithoutHostDevices})
+		raw, _ := json.Marshal(map[string]any{"sandboxImage": s.opts.PodInfraImage, "networkPlugin": s.opts.NetworkPlugin, "podInfraImage": s.opts.PodInfraImage, "runtimeHandlerAliases": s.opts.RuntimeHandlerAliases, "privilegedWithoutHostDevices": s.opts.PrivilegedWithoutHostDevices, "nri": s.nriState, "nriPlugins": s.nri.Plugins()})
 		resp.Info = map[string]string{"config": string(raw)}
 	}
 	return resp, nil
