@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/containerd/nri/pkg/api"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -73,4 +74,50 @@ func TestNRIPluginAdjustsAContainerOnDocker(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("the plugin heard\n%q\nwant\n%q", got, want)
 	}
+}
+
+// BenchmarkNRIPodCycle is what NRI costs a pod's whole cycle (RunPodSandbox, CreateContainer,
+// StartContainer, StopPodSandbox, RemovePodSandbox): with NRI off, on with no plugin, and on
+// with one plugin that hears every event and adjusts nothing. The three run in turn, in a
+// rotating order, each on a daemon of its own against the same Docker.
+//
+//	go test -tags integration -run XXX -bench NRIPodCycle -benchtime=20x ./integration/
+func BenchmarkNRIPodCycle(b *testing.B) {
+	off := StartDaemon(b, "--network-plugin=", "--nri=false")
+	idle := StartDaemon(b, "--network-plugin=", "--nri-socket", nritest.SocketPath(b), "--nri-plugin-path", b.TempDir())
+	socket := nritest.SocketPath(b)
+	withPlugin := StartDaemon(b, "--network-plugin=", "--nri-socket", socket, "--nri-plugin-path", b.TempDir())
+	nritest.Connect(b, &nritest.Plugin{}, socket, "10", "listener")
+	withPlugin.awaitLogLines(0, `plugin \"10-listener\" connected and synchronized`)
+	ctx := b.Context()
+	cycle := func(d *Daemon, total *time.Duration) func() {
+		return func() {
+			cfg := newPodConfig(b, "nri-bench")
+			start := time.Now()
+			sandboxID := runPod(b, d, cfg, "")
+			startContainer(b, d, createContainer(b, d, sandboxID, cfg, containerConfig("app", sleeper)))
+			if _, err := d.Runtime.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sandboxID}); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := d.Runtime.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sandboxID}); err != nil {
+				b.Fatal(err)
+			}
+			*total += time.Since(start)
+		}
+	}
+	var offTotal, idleTotal, pluginTotal time.Duration
+	paths := []func(){cycle(off, &offTotal), cycle(idle, &idleTotal), cycle(withPlugin, &pluginTotal)}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for j := range paths {
+			paths[(i+j)%len(paths)]()
+		}
+	}
+	b.StopTimer()
+	ms := func(total time.Duration) float64 { return float64(total.Microseconds()) / 1000 / float64(b.N) }
+	b.ReportMetric(ms(offTotal), "off-ms/pod")
+	b.ReportMetric(ms(idleTotal), "no-plugin-ms/pod")
+	b.ReportMetric(ms(pluginTotal), "one-plugin-ms/pod")
+	b.ReportMetric(float64(idleTotal)/float64(offTotal), "no-plugin-ratio")
+	b.ReportMetric(float64(pluginTotal)/float64(offTotal), "one-plugin-ratio")
 }
