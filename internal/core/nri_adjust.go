@@ -384,6 +384,9 @@ func parseTmpfsSize(s string) (int64, error) {
 	return v * mult, nil
 }
 
+// devLinks holds udev's char/ and block/ links to the host's device nodes by major:minor.
+var devLinks = "/dev"
+
 // statDevice says what device node path is on the host; a variable so that tests need none.
 var statDevice = func(path string) (typ string, major, minor int64, err error) {
 	var st unix.Stat_t
@@ -405,8 +408,9 @@ var statDevice = func(path string) (typ string, major, minor int64, err error) {
 }
 
 // nriDevice adds (or removes, by path) a device. NRI describes a device node to create; Docker
-// only passes a host node through at the same path, so the host must have that very node.
-// Its mode and owner come from the host node.
+// passes a host node through, so the host must have a node of that type and number: at the
+// same path, or the one udev links from /dev/char or /dev/block (by major:minor). Its mode and
+// owner come from the host node.
 func nriDevice(d *api.LinuxDevice, hc *container.HostConfig) error {
 	path, removed := d.IsMarkedForRemoval()
 	if !filepath.IsAbs(path) {
@@ -420,13 +424,22 @@ func nriDevice(d *api.LinuxDevice, hc *container.HostConfig) error {
 	if want == "u" { // unbuffered character device: a character device node
 		want = "c"
 	}
-	typ, major, minor, err := statDevice(path)
-	if err != nil {
-		return invalidf("NRI adjustment: linux.devices[%s]: Docker can only pass a host device node through: %v", path, err)
+	host := path
+	typ, major, minor, err := statDevice(host)
+	if err != nil || typ != want || major != d.Major || minor != d.Minor {
+		dir := map[string]string{"c": "char", "b": "block"}[want]
+		if link, lerr := filepath.EvalSymlinks(filepath.Join(devLinks, dir, strconv.FormatInt(d.Major, 10)+":"+strconv.FormatInt(d.Minor, 10))); dir != "" && lerr == nil {
+			if t, ma, mi, serr := statDevice(link); serr == nil && t == want && ma == d.Major && mi == d.Minor {
+				host, err = link, nil
+			}
+		}
 	}
-	if typ != want || major != d.Major || minor != d.Minor {
-		return invalidf("NRI adjustment: linux.devices[%s]: Docker can only pass the host's node through, which is %s %d:%d, not %s %d:%d", path, typ, major, minor, d.Type, d.Major, d.Minor)
+	if host == path && err != nil {
+		return invalidf("NRI adjustment: linux.devices[%s]: Docker can only pass a host device node through, and the host has no %s %d:%d: %v", path, d.Type, d.Major, d.Minor, err)
 	}
-	hc.Devices = append(hc.Devices, container.DeviceMapping{PathOnHost: path, PathInContainer: path, CgroupPermissions: "rwm"})
+	if host == path && (typ != want || major != d.Major || minor != d.Minor) {
+		return invalidf("NRI adjustment: linux.devices[%s]: Docker can only pass a host device node through; the host's %s is %s %d:%d, and it has no other %s %d:%d", path, path, typ, major, minor, d.Type, d.Major, d.Minor)
+	}
+	hc.Devices = append(hc.Devices, container.DeviceMapping{PathOnHost: host, PathInContainer: path, CgroupPermissions: "rwm"})
 	return nil
 }

@@ -2,6 +2,8 @@ package core
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -285,5 +287,43 @@ func TestNRIAdjustStatDeviceReadsTheHostNode(t *testing.T) {
 	}
 	if _, _, _, err := statDevice(t.TempDir()); err == nil {
 		t.Error("a directory passed as a device node")
+	}
+}
+
+// A device the host has under another path is passed through from udev's /dev/char link.
+func TestNRIAdjustDeviceFoundByNumber(t *testing.T) {
+	dir := t.TempDir()
+	node := filepath.Join(dir, "null")
+	if err := os.WriteFile(node, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "char"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(node, filepath.Join(dir, "char", "1:3")); err != nil {
+		t.Fatal(err)
+	}
+	oldStat, oldLinks := statDevice, devLinks
+	t.Cleanup(func() { statDevice, devLinks = oldStat, oldLinks })
+	devLinks = dir
+	statDevice = func(p string) (string, int64, int64, error) {
+		if p == node {
+			return "c", 1, 3, nil
+		}
+		return "", 0, 0, os.ErrNotExist
+	}
+	adj := &api.ContainerAdjustment{}
+	adj.AddDevice(&api.LinuxDevice{Path: "/dev/injected", Type: "c", Major: 1, Minor: 3})
+	hc := &container.HostConfig{}
+	if err := applyNRIAdjustment(adj, &container.Config{}, hc, dockerCaps{}); err != nil {
+		t.Fatal(err)
+	}
+	if len(hc.Devices) != 1 || hc.Devices[0].PathOnHost != node || hc.Devices[0].PathInContainer != "/dev/injected" {
+		t.Errorf("devices %+v, want %s at /dev/injected", hc.Devices, node)
+	}
+	adj = &api.ContainerAdjustment{}
+	adj.AddDevice(&api.LinuxDevice{Path: "/dev/other", Type: "c", Major: 1, Minor: 5})
+	if err := applyNRIAdjustment(adj, &container.Config{}, &container.HostConfig{}, dockerCaps{}); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("a device the host has not: %v", err)
 	}
 }
