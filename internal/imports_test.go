@@ -63,6 +63,7 @@ var leaves = []string{
 var testOnly = []string{
 	"integration",
 	"test/images/pause",
+	"test/nri-plugins",
 	"internal",
 	"internal/execkill/execkilltest",
 	"internal/nri/nritest",

@@ -14,6 +14,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
 	"golang.org/x/sys/unix"
+	"google.golang.org/protobuf/proto"
 )
 
 // NRI plugins adjust a container as an OCI spec; we have no spec, only Docker's create
@@ -91,6 +92,17 @@ func applyNRIAdjustment(adj *api.ContainerAdjustment, cfg *container.Config, hc 
 }
 
 // checkNRILinux refuses the Linux fields Docker has no setting for, before anything changes.
+// nriSet reports whether m sets anything: adaptation's answer holds empty messages (an empty
+// Rdt as soon as a plugin adjusts anything under linux) where no plugin asked for anything.
+func nriSet(m proto.Message) bool {
+	if m == nil || !m.ProtoReflect().IsValid() {
+		return false
+	}
+	var fields []string
+	setFields(m.ProtoReflect(), "", &fields)
+	return len(fields) > 0
+}
+
 func checkNRILinux(l *api.LinuxContainerAdjustment) error {
 	if l == nil {
 		return nil
@@ -98,19 +110,19 @@ func checkNRILinux(l *api.LinuxContainerAdjustment) error {
 	switch {
 	case l.CgroupsPath != "":
 		return nriRefused("linux.cgroups_path", "set a container's cgroup path (it derives it from the cgroup parent)")
-	case l.IoPriority != nil:
+	case nriSet(l.IoPriority):
 		return nriRefused("linux.io_priority", "set a container's I/O priority")
-	case l.SeccompPolicy != nil:
+	case nriSet(l.SeccompPolicy):
 		return nriRefused("linux.seccomp_policy", "take a seccomp policy from NRI")
 	case len(l.Namespaces) > 0:
 		return nriRefused("linux.namespaces", "change a container's namespaces by path")
 	case len(l.NetDevices) > 0:
 		return nriRefused("linux.net_devices", "move network devices into a container")
-	case l.Scheduler != nil:
+	case nriSet(l.Scheduler):
 		return nriRefused("linux.scheduler", "set a container's scheduling policy")
-	case l.Rdt != nil:
+	case nriSet(l.Rdt):
 		return nriRefused("linux.rdt", "set a container's RDT settings")
-	case l.MemoryPolicy != nil:
+	case nriSet(l.MemoryPolicy):
 		return nriRefused("linux.memory_policy", "set a container's NUMA memory policy")
 	}
 	r := l.Resources

@@ -195,6 +195,8 @@ func TestNRIAdjustEmptyChangesNothing(t *testing.T) {
 				Memory: &api.LinuxMemory{}, Cpu: &api.LinuxCPU{}, HugepageLimits: []*api.HugepageLimit{}, Unified: map[string]string{},
 			},
 			Namespaces: []*api.LinuxNamespace{}, NetDevices: map[string]*api.LinuxNetDevice{}, Sysctl: map[string]string{},
+			// Adaptation makes an empty Rdt as soon as a plugin adjusts anything under linux.
+			Rdt: &api.LinuxRdt{}, IoPriority: &api.LinuxIOPriority{}, Scheduler: &api.LinuxScheduler{}, MemoryPolicy: &api.LinuxMemoryPolicy{},
 		},
 	}
 	for _, adj := range []*api.ContainerAdjustment{nil, {}, empty} {
@@ -247,13 +249,13 @@ func TestNRIAdjustRefusesWhatDockerCannot(t *testing.T) {
 		{"linux.devices[/dev/fuse]", linux(&api.LinuxContainerAdjustment{Devices: []*api.LinuxDevice{{Path: "/dev/fuse", Type: "c", Major: 10, Minor: 1}}}), dockerCaps{}},
 		{"linux.devices[/dev/none]", linux(&api.LinuxContainerAdjustment{Devices: []*api.LinuxDevice{{Path: "/dev/none", Type: "c", Major: 1, Minor: 3}}}), dockerCaps{}},
 		{"linux.cgroups_path", linux(&api.LinuxContainerAdjustment{CgroupsPath: "/x"}), dockerCaps{}},
-		{"linux.io_priority", linux(&api.LinuxContainerAdjustment{IoPriority: &api.LinuxIOPriority{}}), dockerCaps{}},
-		{"linux.seccomp_policy", linux(&api.LinuxContainerAdjustment{SeccompPolicy: &api.LinuxSeccomp{}}), dockerCaps{}},
+		{"linux.io_priority", linux(&api.LinuxContainerAdjustment{IoPriority: &api.LinuxIOPriority{Priority: 4}}), dockerCaps{}},
+		{"linux.seccomp_policy", linux(&api.LinuxContainerAdjustment{SeccompPolicy: &api.LinuxSeccomp{DefaultAction: "SCMP_ACT_ERRNO"}}), dockerCaps{}},
 		{"linux.namespaces", linux(&api.LinuxContainerAdjustment{Namespaces: []*api.LinuxNamespace{{Type: "network", Path: "/proc/1/ns/net"}}}), dockerCaps{}},
 		{"linux.net_devices", linux(&api.LinuxContainerAdjustment{NetDevices: map[string]*api.LinuxNetDevice{"eth1": {Name: "net1"}}}), dockerCaps{}},
-		{"linux.scheduler", linux(&api.LinuxContainerAdjustment{Scheduler: &api.LinuxScheduler{}}), dockerCaps{}},
-		{"linux.rdt", linux(&api.LinuxContainerAdjustment{Rdt: &api.LinuxRdt{}}), dockerCaps{}},
-		{"linux.memory_policy", linux(&api.LinuxContainerAdjustment{MemoryPolicy: &api.LinuxMemoryPolicy{}}), dockerCaps{}},
+		{"linux.scheduler", linux(&api.LinuxContainerAdjustment{Scheduler: &api.LinuxScheduler{Nice: 5}}), dockerCaps{}},
+		{"linux.rdt", linux(&api.LinuxContainerAdjustment{Rdt: &api.LinuxRdt{ClosId: api.String("gold")}}), dockerCaps{}},
+		{"linux.memory_policy", linux(&api.LinuxContainerAdjustment{MemoryPolicy: &api.LinuxMemoryPolicy{Nodes: "0"}}), dockerCaps{}},
 		{"linux.resources.hugepage_limits", res(&api.LinuxResources{HugepageLimits: []*api.HugepageLimit{{PageSize: "2MB", Limit: 1 << 21}}}), dockerCaps{}},
 		{"linux.resources.blockio_class", res(&api.LinuxResources{BlockioClass: api.String("slow")}), dockerCaps{}},
 		{"linux.resources.rdt_class", res(&api.LinuxResources{RdtClass: api.String("gold")}), dockerCaps{}},

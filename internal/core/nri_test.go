@@ -161,9 +161,20 @@ func TestNRIAdjustmentMakesTheContainerAgain(t *testing.T) {
 	s, fake, p := nriNode(t)
 	ctx := context.Background()
 	podID, podCfg := runPod(t, s, "adjusted", "")
+	// Through adaptation's merged answer, whose shape (empty messages where nothing is set)
+	// differs from a hand-made adjustment: a device under linux brings an empty Rdt with it.
+	old := statDevice
+	t.Cleanup(func() { statDevice = old })
+	statDevice = func(p string) (string, int64, int64, error) {
+		if p == "/dev/nri-test" {
+			return "c", 1, 3, nil
+		}
+		return "", 0, 0, errors.New("no such node")
+	}
 	p.Adjust = func(*api.Container) *api.ContainerAdjustment {
 		adj := &api.ContainerAdjustment{}
 		adj.AddEnv("INJECTED", "by-nri")
+		adj.AddDevice(&api.LinuxDevice{Path: "/dev/nri-test", Type: "c", Major: 1, Minor: 3})
 		return adj
 	}
 	p.Reset()
@@ -172,8 +183,8 @@ func TestNRIAdjustmentMakesTheContainerAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Contains(c.Config.Env, "INJECTED=by-nri") {
-		t.Errorf("env %q: the adjustment was not applied", c.Config.Env)
+	if !slices.Contains(c.Config.Env, "INJECTED=by-nri") || len(c.HostConfig.Devices) != 1 || c.HostConfig.Devices[0].PathInContainer != "/dev/nri-test" {
+		t.Errorf("env %q, devices %+v: the adjustment was not applied", c.Config.Env, c.HostConfig.Devices)
 	}
 	events := p.Events()
 	var names []string

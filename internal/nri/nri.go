@@ -93,13 +93,18 @@ func (h *Host) Plugins() int {
 	return n
 }
 
-// counter takes adaptation's plugin count; the other figures are not kept yet.
+// counter takes adaptation's plugin count and logs each call of a plugin (debug); the other
+// figures are not kept yet.
 type counter struct{ h *Host }
 
-func (c counter) RecordPluginInvocation(string, string, error)                                      {}
-func (c counter) RecordPluginLatency(string, string, time.Duration)                                 {}
-func (c counter) RecordPluginAdjustments(string, string, *adaptation.ContainerAdjustment, int, int) {}
-func (c counter) UpdatePluginCount(n int)                                                           { c.h.plugins.Store(int64(n)) }
+func (c counter) RecordPluginInvocation(plugin, op string, err error) {
+	c.h.log.Debugf("NRI: %s of plugin %s: %v", op, plugin, err)
+}
+func (c counter) RecordPluginLatency(string, string, time.Duration) {}
+func (c counter) RecordPluginAdjustments(plugin, op string, adj *adaptation.ContainerAdjustment, updates, evicts int) {
+	c.h.log.Debugf("NRI: %s of plugin %s: adjustment %v, %d updates, %d evictions", op, plugin, adj, updates, evicts)
+}
+func (c counter) UpdatePluginCount(n int) { c.h.plugins.Store(int64(n)) }
 
 // New returns the host of cfg, not started; nil when NRI is off.
 func New(cfg Config, name, version string, rt Runtime, log *logrus.Entry) (*Host, error) {

@@ -17,7 +17,8 @@
 #     Running with the sandbox and the container on that runtime (docker inspect and the wrapper's
 #     log), `kubectl logs` and `kubectl exec` work on it; a RuntimeClass `gvisor` pod is Running
 #     on gVisor (kubectl exec shows gVisor's kernel and dmesg) with its logs; a RuntimeClass
-#     with an unknown handler gives a FailedCreatePodSandBox event with our message.
+#     with an unknown handler gives a FailedCreatePodSandBox event with our message; two NRI
+#     plugins (test/nri-plugins) put a device and a ulimit into a pod through its annotations.
 #  3. the same kubelet again with the EventedPLEG, PodAndContainerStatsFromCRI and
 #     ContainerStopSignals gates: a pod starts, a crashing container restarts through our events,
 #     /metrics/cadvisor and the summary show the pod's cpu and memory, stopSignal and user reach
@@ -91,6 +92,8 @@ OUT=${E2E_OUT:-$(mktemp -d /tmp/cri-dockerd-e2e.XXXXXX)}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 RUN=$(mktemp -d /tmp/crid-e2e.XXXXXX) # short: unix socket paths are limited
+# The host node the NRI device injector passes through (2n); removed with the run.
+NRI_DEVICE=/dev/crid-e2e-nri.${RUN##*.}
 log "logs in $OUT"
 
 # --- cleanup (registered before anything starts) ------------------------------------------------
@@ -141,6 +144,7 @@ cleanup() {
   # Mounts left under the run dir (dockerd's overlays, kubelet volumes), deepest first.
   findmnt -rn -o TARGET | grep "^$RUN/" | sort -r | while read -r m; do umount -l "$m" 2>/dev/null; done
   rm -rf "$RUN"
+  rm -f "$NRI_DEVICE"
   [[ -n $kubelet_dir ]] && rm -rf "$kubelet_dir"
   ip link show "$BRIDGE" >/dev/null 2>&1 && ip link del "$BRIDGE"
   for d in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods; do
@@ -207,9 +211,18 @@ if [[ -n $DENSITY ]] && "$BINARY" --help 2>&1 | grep -q -- --metrics-bind-addr; 
     CRI_PPROF+=(--enable-pprof)
   fi
 fi
+# NRI: two plugins started from --nri-plugin-path (test/nri-plugins: containerd/nri's samples
+# device-injector and ulimit-adjuster, as annotations drive them), on a socket of this run's.
+CRI_NRI=()
+if "$BINARY" --help 2>&1 | grep -q -- --nri-socket; then
+  mkdir -p "$RUN/nri-plugins"
+  (cd "$ROOT" && go build -o "$RUN/nri-plugins/10-device-injector" ./test/nri-plugins)
+  cp "$RUN/nri-plugins/10-device-injector" "$RUN/nri-plugins/20-ulimit-adjuster"
+  CRI_NRI=(--nri-socket "$RUN/nri.sock" --nri-plugin-path "$RUN/nri-plugins" --nri-plugin-config-path "$RUN/nri-conf")
+fi
 "$BINARY" --container-runtime-endpoint "unix://$RUN/cri.sock" --docker-endpoint "unix://$RUN/docker.sock" \
   --cri-dockerd-root-directory "$RUN/crid" --network-plugin= --pod-infra-container-image "$PAUSE_IMAGE" \
-  --log-level info "${CRI_PPROF[@]}" >"$OUT/cri-dockerd.log" 2>&1 &
+  --log-level info "${CRI_PPROF[@]}" "${CRI_NRI[@]}" >"$OUT/cri-dockerd.log" 2>&1 &
 pids[crid]=$!
 wait_for 30 "cri-dockerd to serve" quiet crictl version || { tail -20 "$OUT/cri-dockerd.log" >&2; die "cri-dockerd did not serve within 30 s"; }
 
@@ -601,9 +614,47 @@ else
   kubectl describe pod e2e-nosuch | tail -20 >&2 || true
 fi
 
+# 2n. NRI plugins change a pod through the kubelet: the device injector adds a device node (Docker
+# passes a host node through: one is made on the host for it) and the ulimit adjuster a limit.
+nri_pods=()
+if ((${#CRI_NRI[@]})); then
+  [[ -e $NRI_DEVICE ]] || mknod "$NRI_DEVICE" c 1 3
+  kubectl create -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Pod
+metadata:
+  name: e2e-nri
+  namespace: $NS
+  annotations:
+    devices.nri.io/container.main: '[{"path": "$NRI_DEVICE", "type": "c", "major": 1, "minor": 3}]'
+    ulimits.nri.containerd.io/container.main: '[{"type": "RLIMIT_NOFILE", "hard": 4321, "soft": 1234}]'
+spec:
+  nodeName: $NODE
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: main
+    image: $BUSYBOX_IMAGE
+    imagePullPolicy: Never
+    command: [sh, -c, 'trap "exit 0" TERM; while true; do sleep 1; done']
+EOF
+  nri_pods=(e2e-nri)
+  if wait_for 90 "pod e2e-nri to run" quiet pod_running e2e-nri; then
+    nriout=$(kubectl exec e2e-nri -- sh -c "stat -c %t:%T $NRI_DEVICE; ulimit -Sn; ulimit -Hn" 2>&1 | tr '\n' ' ')
+    if [[ $nriout == "1:3 1234 4321 " ]]; then
+      pass "NRI plugins through the kubelet: device $NRI_DEVICE (1:3) and nofile 1234/4321 inside"
+    else
+      fail "NRI pod e2e-nri: $nriout, want the device 1:3 and nofile 1234/4321"
+    fi
+  else
+    fail "pod e2e-nri not Running within 90 s"
+    kubectl describe pod e2e-nri | tail -20 >&2 || true
+  fi
+fi
+
 # Pods go away through the kubelet, as on a node.
 t0=$(now)
-if kubectl delete pod e2e-wrapped e2e-spec e2e-gvisor e2e-nosuch --wait --timeout=60s >/dev/null 2>&1; then
+if kubectl delete pod e2e-wrapped e2e-spec e2e-gvisor e2e-nosuch "${nri_pods[@]}" --wait --timeout=60s >/dev/null 2>&1; then
   pass "pods deleted through the kubelet in $(since "$t0") s"
 else
   fail "pods not deleted within 60 s"
