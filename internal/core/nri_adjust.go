@@ -91,7 +91,6 @@ func applyNRIAdjustment(adj *api.ContainerAdjustment, cfg *container.Config, hc 
 	return nriLinux(adj.Linux, hc)
 }
 
-// checkNRILinux refuses the Linux fields Docker has no setting for, before anything changes.
 // nriSet reports whether m sets anything: adaptation's answer holds empty messages (an empty
 // Rdt as soon as a plugin adjusts anything under linux) where no plugin asked for anything.
 func nriSet(m proto.Message) bool {
@@ -103,6 +102,7 @@ func nriSet(m proto.Message) bool {
 	return len(fields) > 0
 }
 
+// checkNRILinux refuses the Linux fields Docker has no setting for, before anything changes.
 func checkNRILinux(l *api.LinuxContainerAdjustment) error {
 	if l == nil {
 		return nil
