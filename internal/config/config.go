@@ -313,9 +313,11 @@ func (c *Config) Validate() error {
 		problems = append(problems, fmt.Sprintf("--max-container-log-line-size %d: want 1 to %d bytes (a line is always cut: a container that writes without a newline must not fill our memory)", c.MaxContainerLogLineSize, maxContainerLogLineSizeLimit))
 	}
 	if c.NRI {
-		for flag, p := range map[string]string{"--nri-socket": c.NRISocket, "--nri-plugin-path": c.NRIPluginPath, "--nri-plugin-config-path": c.NRIPluginConfigPath} {
-			if !filepath.IsAbs(p) {
-				problems = append(problems, fmt.Sprintf("%s %q: want an absolute path", flag, p))
+		for _, f := range []struct{ flag, path string }{
+			{"--nri-socket", c.NRISocket}, {"--nri-plugin-path", c.NRIPluginPath}, {"--nri-plugin-config-path", c.NRIPluginConfigPath},
+		} {
+			if !filepath.IsAbs(f.path) {
+				problems = append(problems, fmt.Sprintf("%s %q: want an absolute path", f.flag, f.path))
 			}
 		}
 		if c.NRIPluginRegistrationTimeout <= 0 || c.NRIPluginRequestTimeout <= 0 {

@@ -215,16 +215,24 @@ func nriResources(r *container.Resources) *api.LinuxResources {
 // nriViews inspects a container and its sandbox for an event; ok is false when either is gone
 // (nothing to tell).
 func (s *Service) nriViews(ctx context.Context, id string) (*api.PodSandbox, *api.Container, bool) {
-	c, err := s.docker.InspectContainer(ctx, id)
-	if err != nil || c.Config == nil || c.Config.Labels[containerTypeLabel] != containerTypeContainer {
+	ctr, ok := s.nriContainer(ctx, id)
+	if !ok {
 		return nil, nil, false
 	}
-	ctr := nriContainerOf(c)
 	sb, err := s.docker.InspectContainer(ctx, ctr.PodSandboxId)
 	if err != nil {
 		return nil, nil, false
 	}
 	return nriPodOf(sb), ctr, true
+}
+
+// nriContainer inspects a container of ours (not a sandbox) for an event whose pod is known.
+func (s *Service) nriContainer(ctx context.Context, id string) (*api.Container, bool) {
+	c, err := s.docker.InspectContainer(ctx, id)
+	if err != nil || c.Config == nil || c.Config.Labels[containerTypeLabel] != containerTypeContainer {
+		return nil, false
+	}
+	return nriContainerOf(c), true
 }
 
 // nriSandbox inspects a sandbox for an event.
@@ -287,32 +295,10 @@ func (s *Service) UpdateContainers(ctx context.Context, updates []*api.Container
 // set; anything else is an error naming it.
 func dockerResourcesOf(r *api.LinuxResources) (container.Resources, error) {
 	var out container.Resources
-	if c := r.GetCpu(); c != nil {
-		if c.GetShares() != nil {
-			out.CPUShares = int64(c.GetShares().GetValue())
-		}
-		if c.GetQuota() != nil {
-			out.CPUQuota = c.GetQuota().GetValue()
-		}
-		if c.GetPeriod() != nil {
-			out.CPUPeriod = int64(c.GetPeriod().GetValue())
-		}
-		out.CpusetCpus, out.CpusetMems = c.GetCpus(), c.GetMems()
-		if c.GetRealtimeRuntime() != nil || c.GetRealtimePeriod() != nil {
-			return out, errors.New("cpu realtime runtime and period: Docker cannot update them")
-		}
+	if c := r.GetCpu(); c.GetRealtimeRuntime() != nil || c.GetRealtimePeriod() != nil {
+		return out, errors.New("cpu realtime runtime and period: Docker cannot update them")
 	}
-	if m := r.GetMemory(); m != nil {
-		if m.GetLimit() != nil {
-			out.Memory = m.GetLimit().GetValue()
-		}
-		if m.GetReservation() != nil {
-			out.MemoryReservation = m.GetReservation().GetValue()
-		}
-		if m.GetSwap() != nil {
-			out.MemorySwap = m.GetSwap().GetValue()
-		}
-	}
+	nriCPUAndMemory(r, &out)
 	if p := r.GetPids(); p != nil && p.GetLimit() > 0 {
 		limit := p.GetLimit()
 		out.PidsLimit = &limit
@@ -356,7 +342,7 @@ func (s *Service) nriStopPodSandbox(ctx context.Context, sandbox *container.Insp
 	}
 	pod := nriPodOf(sandbox)
 	for _, c := range containers {
-		if _, ctr, ok := s.nriViews(ctx, c.ID); ok {
+		if ctr, ok := s.nriContainer(ctx, c.ID); ok { // the pod is known: one inspect each
 			if err := s.nri.StopContainer(ctx, pod, ctr); err != nil {
 				s.log.WithField("id", c.ID).Warnf("NRI: StopContainer: %v", err)
 			}

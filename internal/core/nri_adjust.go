@@ -185,33 +185,8 @@ func nriLinux(l *api.LinuxContainerAdjustment, hc *container.HostConfig) error {
 	if r == nil {
 		return nil
 	}
-	if c := r.Cpu; c != nil {
-		if c.Shares != nil {
-			hc.CPUShares = int64(c.Shares.Value)
-		}
-		if c.Quota != nil {
-			hc.CPUQuota = c.Quota.Value
-		}
-		if c.Period != nil {
-			hc.CPUPeriod = int64(c.Period.Value)
-		}
-		if c.Cpus != "" {
-			hc.CpusetCpus = c.Cpus
-		}
-		if c.Mems != "" {
-			hc.CpusetMems = c.Mems
-		}
-	}
+	nriCPUAndMemory(r, &hc.Resources)
 	if m := r.Memory; m != nil {
-		if m.Limit != nil {
-			hc.Memory = m.Limit.Value
-		}
-		if m.Reservation != nil {
-			hc.MemoryReservation = m.Reservation.Value
-		}
-		if m.Swap != nil {
-			hc.MemorySwap = m.Swap.Value
-		}
 		if m.Swappiness != nil {
 			v := int64(m.Swappiness.Value)
 			hc.MemorySwappiness = &v
@@ -226,6 +201,39 @@ func nriLinux(l *api.LinuxContainerAdjustment, hc *container.HostConfig) error {
 		hc.PidsLimit = &v
 	}
 	return nil
+}
+
+// nriCPUAndMemory sets in res the CPU and memory figures r sets, for a create's adjustment
+// and for a plugin's update alike; what r leaves unset stays as it is.
+func nriCPUAndMemory(r *api.LinuxResources, res *container.Resources) {
+	if c := r.GetCpu(); c != nil {
+		if c.Shares != nil {
+			res.CPUShares = int64(c.Shares.Value)
+		}
+		if c.Quota != nil {
+			res.CPUQuota = c.Quota.Value
+		}
+		if c.Period != nil {
+			res.CPUPeriod = int64(c.Period.Value)
+		}
+		if c.Cpus != "" {
+			res.CpusetCpus = c.Cpus
+		}
+		if c.Mems != "" {
+			res.CpusetMems = c.Mems
+		}
+	}
+	if m := r.GetMemory(); m != nil {
+		if m.Limit != nil {
+			res.Memory = m.Limit.Value
+		}
+		if m.Reservation != nil {
+			res.MemoryReservation = m.Reservation.Value
+		}
+		if m.Swap != nil {
+			res.MemorySwap = m.Swap.Value
+		}
+	}
 }
 
 // nriAnnotations sets and removes CRI annotations: Docker labels under annotationPrefix, listed
